@@ -1,0 +1,75 @@
+// The gate against its mutex twin and two anchors: the bare atomic pair it is built from (a
+// fetch_add and a CAS-floored decrement on one word) and std::counting_semaphore.
+//
+// gate.note_pair:  note_submitted + note_done   (the bare pair's shape)
+// gate.admit_pair: try_admit + note_done        (the semaphore's shape)
+#include <atomic>
+#include <cstdint>
+#include <semaphore>
+
+#include "bench_main.hpp"
+#include "sluice/gate.hpp"
+
+namespace {
+
+constexpr std::int64_t roomy_cap = 1 << 20;  // never the limit: the benchmark times the word
+
+template <class Gate>
+Gate& shared_gate() {
+  static Gate g{roomy_cap};
+  return g;
+}
+
+template <class Gate>
+void note_pair(benchmark::State& state) {
+  Gate& g = shared_gate<Gate>();
+  for (auto _ : state) {
+    g.note_submitted();
+    g.note_done();
+  }
+}
+
+template <class Gate>
+void admit_pair(benchmark::State& state) {
+  Gate& g = shared_gate<Gate>();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(g.try_admit());
+    g.note_done();
+  }
+}
+
+// The anchor: what the gate's note pair would cost written by hand on a bare counter.
+std::atomic<std::int64_t> bare_count{0};
+
+void bare_atomic_pair(benchmark::State& state) {
+  for (auto _ : state) {
+    bare_count.fetch_add(1, std::memory_order_relaxed);
+    std::int64_t n = bare_count.load(std::memory_order_relaxed);
+    while (n > 0 && !bare_count.compare_exchange_weak(n, n - 1, std::memory_order_release,
+                                                      std::memory_order_relaxed)) {
+    }
+  }
+}
+
+std::counting_semaphore<roomy_cap> semaphore{roomy_cap};
+
+void semaphore_pair(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(semaphore.try_acquire());
+    semaphore.release();
+  }
+}
+
+void register_all() {
+  using sluice_bench::add;
+  add("gate.note_pair", "gate", note_pair<sluice::gate>);
+  add("gate.note_pair", "mutex_gate", note_pair<sluice::mutex_gate>);
+  add("gate.note_pair", "bare_atomic", bare_atomic_pair);
+  add("gate.admit_pair", "gate", admit_pair<sluice::gate>);
+  add("gate.admit_pair", "mutex_gate", admit_pair<sluice::mutex_gate>);
+  add("gate.admit_pair", "counting_semaphore", semaphore_pair);
+}
+
+}  // namespace
+
+SLUICE_BENCH_MAIN(register_all)

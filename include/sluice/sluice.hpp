@@ -1,0 +1,4 @@
+// sluice: lock-free concurrency primitives. This header includes every public one.
+#pragma once
+
+#include "sluice/gate.hpp"

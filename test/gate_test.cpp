@@ -1,0 +1,308 @@
+// The gate's seed suite (a Python scheduler's store-cache gate tests), carried over case by case,
+// then what the seed does not test: atomicity under contention. Every case runs against both
+// sluice::gate and its reference model sluice::mutex_gate.
+#include "doctest.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <thread>
+
+#include "sluice/gate.hpp"
+#include "threads.hpp"
+
+using sluice::pressure;
+using sluice_test::raise_to;
+using sluice_test::run_threads;
+
+#define GATES sluice::gate, sluice::mutex_gate
+
+// ---- the seed: counter ----------------------------------------------------------------------
+
+TEST_CASE_TEMPLATE("note_submitted increments", G, GATES) {
+  G g{3};
+  g.note_submitted();
+  g.note_submitted();
+  CHECK(g.in_flight() == 2);
+}
+
+TEST_CASE_TEMPLATE("note_done decrements", G, GATES) {
+  G g{3};
+  g.note_submitted();
+  g.note_submitted();
+  g.note_done();
+  CHECK(g.in_flight() == 1);
+}
+
+TEST_CASE_TEMPLATE("note_done does not underflow", G, GATES) {
+  G g{2};
+  g.note_done();
+  g.note_done();
+  CHECK(g.in_flight() == 0);
+  g.note_submitted();
+  CHECK(g.in_flight() == 1);
+}
+
+TEST_CASE_TEMPLATE("note_submitted never blocks past the cap", G, GATES) {
+  G g{1};
+  g.note_submitted();
+  // Another thread submits past the cap; join() returns only if note_submitted returned.
+  std::atomic<bool> returned{false};
+  std::thread other([&] {
+    g.note_submitted();
+    returned.store(true);
+  });
+  other.join();
+  CHECK(returned.load());
+  CHECK(g.in_flight() == 2);
+  CHECK_FALSE(g.has_capacity());
+}
+
+// ---- the seed: has_capacity -----------------------------------------------------------------
+
+TEST_CASE_TEMPLATE("has_capacity is true below the cap", G, GATES) {
+  G g{2};
+  CHECK(g.has_capacity());
+  g.note_submitted();
+  CHECK(g.has_capacity());
+}
+
+TEST_CASE_TEMPLATE("has_capacity is false at the cap", G, GATES) {
+  G g{2};
+  g.note_submitted();
+  g.note_submitted();
+  CHECK_FALSE(g.has_capacity());
+}
+
+TEST_CASE_TEMPLATE("has_capacity recovers after note_done", G, GATES) {
+  G g{1};
+  g.note_submitted();
+  CHECK_FALSE(g.has_capacity());
+  g.note_done();
+  CHECK(g.has_capacity());
+}
+
+TEST_CASE_TEMPLATE("shrinking the cap below in_flight blocks admission until work drains", G, GATES) {
+  G g{3};
+  g.note_submitted();
+  g.note_submitted();
+  CHECK(g.has_capacity());
+  g.set_cap(2);
+  CHECK_FALSE(g.has_capacity());
+  CHECK_FALSE(g.try_admit());
+  CHECK(g.in_flight() == 2);  // set_cap leaves in_flight alone
+  g.note_done();
+  CHECK(g.has_capacity());
+}
+
+// ---- the seed: set_cap ----------------------------------------------------------------------
+
+TEST_CASE_TEMPLATE("set_cap clamps to a minimum of one", G, GATES) {
+  G g{4};
+  g.set_cap(0);
+  CHECK(g.cap() == 1);
+  g.set_cap(-5);
+  CHECK(g.cap() == 1);
+}
+
+TEST_CASE_TEMPLATE("set_cap updates the value", G, GATES) {
+  G g{4};
+  g.set_cap(2);
+  CHECK(g.cap() == 2);
+  g.set_cap(7);
+  CHECK(g.cap() == 7);
+}
+
+// ---- the seed: the pressure mapping (the scheduler's adjust_store_cache_cap) ----------------
+
+TEST_CASE_TEMPLATE("adjust ok grows the cap by one", G, GATES) {
+  G g{4};
+  g.adjust(pressure::ok, 8);
+  CHECK(g.cap() == 5);
+}
+
+TEST_CASE_TEMPLATE("adjust ok clamps to max_cap", G, GATES) {
+  G g{8};
+  g.adjust(pressure::ok, 8);
+  CHECK(g.cap() == 8);
+}
+
+TEST_CASE_TEMPLATE("adjust soft shrinks the cap by one", G, GATES) {
+  G g{5};
+  g.adjust(pressure::soft, 8);
+  CHECK(g.cap() == 4);
+}
+
+TEST_CASE_TEMPLATE("adjust hard shrinks the cap by one", G, GATES) {
+  G g{3};
+  g.adjust(pressure::hard, 8);
+  CHECK(g.cap() == 2);
+}
+
+TEST_CASE_TEMPLATE("adjust's shrink stops at one", G, GATES) {
+  G g{1};
+  g.adjust(pressure::hard, 8);
+  CHECK(g.cap() == 1);
+  g.adjust(pressure::soft, 8);
+  CHECK(g.cap() == 1);
+}
+
+// The seed's "no-op when the gate is missing" is a scheduler without a gate; in C++ a gate is
+// never null, and the nearest case is a pressure signal with no room at all: adjust with a
+// max_cap below one is not an error and leaves the cap at its floor.
+TEST_CASE_TEMPLATE("adjust with no room at all keeps the cap at one", G, GATES) {
+  G g{4};
+  g.adjust(pressure::ok, 0);
+  CHECK(g.cap() == 1);
+  g.adjust(pressure::ok, std::numeric_limits<std::int64_t>::min());
+  CHECK(g.cap() == 1);
+}
+
+// ---- the seed: thread safety ----------------------------------------------------------------
+
+TEST_CASE_TEMPLATE("concurrent submit/done pairs net to zero", G, GATES) {
+  G g{4};
+  run_threads(16, [&](std::size_t) {
+    for (int i = 0; i < 200; ++i) {
+      g.note_submitted();
+      std::this_thread::yield();  // widen the window between the pair, as the seed's sleep did
+      g.note_done();
+    }
+  });
+  CHECK(g.in_flight() == 0);
+}
+
+// ---- beyond the seed --------------------------------------------------------------------------
+
+TEST_CASE_TEMPLATE("try_admit never admits more than the cap with 8 threads racing", G, GATES) {
+  constexpr std::int64_t cap = 3;
+  G g{cap};
+  std::atomic<long> holders{0}, most{0}, admitted{0};
+  run_threads(8, [&](std::size_t) {
+    for (int i = 0; i < 5000; ++i) {
+      if (!g.try_admit()) continue;
+      raise_to(most, holders.fetch_add(1) + 1);
+      admitted.fetch_add(1);
+      holders.fetch_sub(1);
+      g.note_done();
+    }
+  });
+  CHECK(most.load() <= cap);
+  CHECK(admitted.load() > 0);
+  CHECK(g.in_flight() == 0);
+}
+
+TEST_CASE_TEMPLATE("try_admit admits exactly up to the cap", G, GATES) {
+  G g{5};
+  std::atomic<int> admitted{0};
+  run_threads(8, [&](std::size_t) {
+    for (int i = 0; i < 4; ++i) admitted.fetch_add(g.try_admit() ? 1 : 0);
+  });
+  CHECK(admitted.load() == 5);
+  CHECK(g.in_flight() == 5);
+}
+
+TEST_CASE_TEMPLATE("concurrent note_done stops exactly at zero", G, GATES) {
+  G g{1};
+  for (int i = 0; i < 5000; ++i) g.note_submitted();
+  run_threads(8, [&](std::size_t) {
+    for (int i = 0; i < 1000; ++i) g.note_done();  // 8000 decrements against 5000
+  });
+  CHECK(g.in_flight() == 0);
+  g.note_submitted();
+  CHECK(g.in_flight() == 1);  // the floor held: nothing below zero was remembered
+}
+
+TEST_CASE_TEMPLATE("concurrent note_done loses no decrement", G, GATES) {
+  G g{1};
+  for (int i = 0; i < 8000 + 7; ++i) g.note_submitted();
+  run_threads(8, [&](std::size_t) {
+    for (int i = 0; i < 1000; ++i) g.note_done();
+  });
+  CHECK(g.in_flight() == 7);
+}
+
+TEST_CASE_TEMPLATE("concurrent adjust calls lose no step", G, GATES) {
+  constexpr std::int64_t start = 100000, max_cap = 1000000;
+  G g{start};
+  run_threads(8, [&](std::size_t t) {
+    for (int i = 0; i < 1000; ++i) g.adjust(t % 2 == 0 ? pressure::ok : pressure::soft, max_cap);
+  });
+  CHECK(g.cap() == start);  // 4000 steps up and 4000 down
+  run_threads(8, [&](std::size_t) {
+    for (int i = 0; i < 1000; ++i) g.adjust(pressure::ok, max_cap);
+  });
+  CHECK(g.cap() == start + 8000);
+}
+
+TEST_CASE_TEMPLATE("the cap moves while traffic flows", G, GATES) {
+  constexpr std::int64_t max_cap = 6;
+  G g{2};
+  std::atomic<bool> stop{false};
+  std::atomic<long> holders{0}, most{0}, admitted{0};
+  run_threads(5, [&](std::size_t t) {
+    if (t == 0) {  // the pressure signal, swinging the cap between 1 and max_cap
+      for (int round = 0; round < 200; ++round) {
+        for (int i = 0; i < max_cap; ++i) g.adjust(pressure::ok, max_cap);
+        for (int i = 0; i < max_cap; ++i) g.adjust(round % 2 ? pressure::soft : pressure::hard, max_cap);
+        g.set_cap(round % max_cap);
+      }
+      stop.store(true);
+      return;
+    }
+    while (!stop.load()) {
+      if (g.try_admit()) {
+        raise_to(most, holders.fetch_add(1) + 1);
+        admitted.fetch_add(1);
+        CHECK(g.in_flight() >= 1);
+        holders.fetch_sub(1);
+        g.note_done();
+      }
+    }
+  });
+  CHECK(most.load() <= max_cap);
+  CHECK(g.in_flight() == 0);
+  const std::int64_t cap = g.cap();
+  CHECK(cap >= 1);
+  CHECK(cap <= max_cap);
+  for (std::int64_t i = 0; i < cap; ++i) CHECK(g.try_admit());
+  CHECK_FALSE(g.try_admit());
+}
+
+TEST_CASE_TEMPLATE("caps outside the packing are clamped", G, GATES) {
+  G low{std::numeric_limits<std::int64_t>::min()};
+  CHECK(low.cap() == 1);
+  G high{std::numeric_limits<std::int64_t>::max()};
+  CHECK(high.cap() == sluice::gate_limit);
+  high.adjust(pressure::ok, std::numeric_limits<std::int64_t>::max());
+  CHECK(high.cap() == sluice::gate_limit);
+  high.set_cap(std::numeric_limits<std::int64_t>::min());
+  CHECK(high.cap() == 1);
+  high.note_submitted();
+  CHECK(high.in_flight() == 1);  // the cap's bits never reach the count's
+}
+
+TEST_CASE_TEMPLATE("a permit holds one admission for its scope", G, GATES) {
+  G g{1};
+  {
+    sluice::permit first{g};
+    CHECK(static_cast<bool>(first));
+    CHECK(g.in_flight() == 1);
+    sluice::permit refused{g};
+    CHECK_FALSE(static_cast<bool>(refused));
+    sluice::permit moved{std::move(first)};
+    CHECK(g.in_flight() == 1);
+    moved = std::move(moved);  // self-move keeps the admission
+    CHECK(static_cast<bool>(moved));
+    CHECK(g.in_flight() == 1);
+  }
+  CHECK(g.in_flight() == 0);
+  g.note_submitted();
+  {
+    sluice::permit adopted{g, std::adopt_lock};
+    adopted.release();
+    CHECK(g.in_flight() == 0);
+    CHECK_FALSE(static_cast<bool>(adopted));
+  }
+  CHECK(g.in_flight() == 0);
+}
