@@ -33,3 +33,41 @@ inline void raise_to(std::atomic<long>& max, long value) {
 }
 
 }  // namespace sluice_test
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+namespace sluice_test {
+
+// A bounded blocking queue: the hand-off between the threads of a frame chain.
+template <class T>
+class channel {
+ public:
+  explicit channel(std::size_t depth) : depth_(depth) {}
+
+  void push(T value) {
+    std::unique_lock lock(mutex_);
+    room_.wait(lock, [&] { return items_.size() < depth_; });
+    items_.push_back(std::move(value));
+    ready_.notify_one();
+  }
+
+  T pop() {
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [&] { return !items_.empty(); });
+    T value = std::move(items_.front());
+    items_.pop_front();
+    room_.notify_one();
+    return value;
+  }
+
+ private:
+  std::size_t depth_;
+  std::mutex mutex_;
+  std::condition_variable room_, ready_;
+  std::deque<T> items_;
+};
+
+}  // namespace sluice_test

@@ -1,0 +1,48 @@
+// sluice/buffer.hpp: a move-only, owning handle to a block of bytes, the unit a pool recycles.
+//
+// A buffer owns capacity() bytes aligned to at least 16 and exposes the first size() of them.
+// Moving transfers the memory and leaves the source empty; destroying frees it. A buffer is not
+// thread-safe: one holder at a time, handed between threads by the usual means (a queue, a
+// join), which is exactly how a pool's users route frames.
+//
+// Bad input: a capacity that cannot be allocated throws std::bad_alloc (buffer(SIZE_MAX) does);
+// a capacity below the size is raised to the size.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+namespace sluice {
+
+namespace detail {
+struct buffer_access;
+}
+
+class buffer {
+ public:
+  buffer() noexcept = default;                      // holds nothing
+  explicit buffer(std::size_t size);                // fresh memory: size() == capacity() == size
+  buffer(std::size_t size, std::size_t capacity);   // fresh memory: capacity() == max(size, capacity)
+  buffer(buffer&& other) noexcept;
+  buffer& operator=(buffer&& other) noexcept;       // self-move leaves the buffer as it was
+  ~buffer();
+
+  std::byte* data() noexcept { return data_; }
+  const std::byte* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  std::size_t capacity() const noexcept { return capacity_; }
+  std::span<std::byte> bytes() noexcept { return {data_, size_}; }
+  std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
+  explicit operator bool() const noexcept { return data_ != nullptr; }  // holds memory
+
+ private:
+  friend struct detail::buffer_access;
+  buffer(std::byte* data, std::size_t size, std::size_t capacity) noexcept
+      : data_(data), size_(size), capacity_(capacity) {}
+
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
+};
+
+}  // namespace sluice

@@ -1,0 +1,102 @@
+// mutex_pool: the pool's semantics over one std::mutex and sorted shelves. The baseline every
+// benchmark compares with and the reference model the tests check sluice::pool against.
+#include <mutex>
+
+#include "pool/memory.hpp"
+#include "pool/shelves.hpp"
+#include "pool/size_classes.hpp"
+#include "sluice/pool.hpp"
+
+namespace sluice {
+
+struct mutex_pool::state {
+  explicit state(const pool_options& o)
+      : classes(o.ceiling), bound(o.bound), enabled(o.enabled), shelves(classes.count()) {}
+
+  const detail::size_classes classes;
+  const std::size_t bound;
+  mutable std::mutex mutex;
+  bool enabled;             // the rest is guarded by mutex
+  detail::shelves shelves;
+  pool_stats stats;         // retained and retained_bytes kept current
+};
+
+mutex_pool::mutex_pool(pool_options options) : state_(std::make_unique<state>(options)) {}
+
+mutex_pool::~mutex_pool() { trim(); }
+
+buffer mutex_pool::take(std::size_t size) {
+  std::lock_guard lock(state_->mutex);
+  state& s = *state_;
+  if (s.enabled && size <= s.classes.ceiling()) {
+    for (std::size_t c = s.classes.of(size); c < s.classes.count(); ++c) {
+      if (s.shelves.empty(c)) continue;
+      if (const auto h = s.shelves.take(c, size)) {
+        ++s.stats.hits;
+        --s.stats.retained;
+        s.stats.retained_bytes -= h->capacity;
+        return detail::buffer_access::make(*h, size);
+      }
+    }
+  }
+  ++s.stats.misses;
+  return {};
+}
+
+buffer mutex_pool::acquire(std::size_t size) {
+  if (buffer b = take(size)) return b;
+  return buffer(size, state_->classes.fresh_capacity(size));
+}
+
+void mutex_pool::retire(buffer&& b) noexcept {
+  if (!b) return;
+  const detail::held h = detail::buffer_access::release(b);
+  {
+    std::lock_guard lock(state_->mutex);
+    state& s = *state_;
+    if (s.enabled && h.capacity <= s.classes.ceiling() && s.stats.retained < s.bound) {
+      try {
+        s.shelves.put(s.classes.of(h.capacity), h);
+        ++s.stats.retired;
+        ++s.stats.retained;
+        s.stats.retained_bytes += h.capacity;
+        return;
+      } catch (const std::bad_alloc&) {  // no room to record it: drop it, as at the bound
+      }
+    }
+    ++s.stats.dropped;
+  }
+  detail::free_bytes(h.data);
+}
+
+void mutex_pool::set_enabled(bool on) noexcept {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->enabled = on;
+  }
+  if (!on) trim();
+}
+
+bool mutex_pool::enabled() const noexcept {
+  std::lock_guard lock(state_->mutex);
+  return state_->enabled;
+}
+
+std::size_t mutex_pool::retained() const noexcept {
+  std::lock_guard lock(state_->mutex);
+  return state_->stats.retained;
+}
+
+pool_stats mutex_pool::stats() const noexcept {
+  std::lock_guard lock(state_->mutex);
+  return state_->stats;
+}
+
+void mutex_pool::trim() noexcept {
+  std::lock_guard lock(state_->mutex);
+  state_->shelves.free_all();
+  state_->stats.retained = 0;
+  state_->stats.retained_bytes = 0;
+}
+
+}  // namespace sluice

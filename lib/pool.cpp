@@ -1,0 +1,580 @@
+// sluice::pool: lock-free size-class stacks with thread caches in front (see pool/core.hpp for
+// the layout and sluice/pool.hpp for the contract).
+//
+// Ordering pairs used here, beyond those inside the stacks (pool/slots.hpp, S1-S3):
+//   (H) the trim handshake. trim bumps `state` with a seq_cst RMW, then empties every stack with
+//       seq_cst pops (S3). A thread that pushed to a stack (S1, seq_cst) reloads `state` seq_cst
+//       after the push: either its push is ordered before trim's pop of that stack, and trim
+//       frees the buffers, or trim's bump is ordered before the reload, which then sees it and
+//       the pusher empties that stack itself. No retire can slip a buffer past a trim.
+//   (M) admin_mutex orders everything a non-owner does to a thread cache (eviction, thread exit,
+//       ~pool) against the owner's calls, which the caller keeps apart from ~pool.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <new>
+#include <optional>
+#include <tuple>
+
+#include "pool/core.hpp"
+#include "sluice/pool.hpp"
+
+namespace sluice {
+
+using detail::chain;
+using detail::counters;
+using detail::held;
+using detail::no_slot;
+using detail::slot_index;
+using detail::thread_cache;
+
+namespace {
+
+constexpr std::uint32_t max_batch = 16;          // batch_size() never exceeds it
+constexpr std::uint32_t spare_places_limit = 2 * max_batch;
+constexpr std::uint32_t free_slots_batch = 32;   // slots move between caches and the free stack
+constexpr std::uint32_t free_slots_limit = 2 * free_slots_batch;
+
+std::atomic<std::uint64_t> next_pool_id{1};  // 0 marks an empty directory entry
+
+bool enabled_in(std::uint64_t state) noexcept { return (state & detail::enabled_bit) != 0; }
+std::uint64_t generation_of(std::uint64_t state) noexcept { return state / detail::one_generation; }
+
+// A counter update. A cache's counters have one writer, so a plain load and store suffice (no
+// read-modify-write on the fast path); the orphans' are shared and use fetch_add.
+struct recorder {
+  counters* c;
+  bool owned;
+  void add(detail::atomic<std::uint64_t> counters::*field, std::uint64_t v) const noexcept {
+    auto& a = c->*field;
+    if (owned) {
+      a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+    } else {
+      a.fetch_add(v, std::memory_order_relaxed);
+    }
+  }
+};
+
+// ---- the per-thread directory: which cache this thread uses for which pool ------------------
+//
+// A small array in static TLS, so that finding the cache costs a few compares and no call. It is
+// trivially destructible; a separate thread_local `reaper` gives every cache back at thread exit.
+
+struct directory_entry {
+  std::uint64_t id = 0;
+  thread_cache* cache = nullptr;
+};
+constexpr std::size_t directory_ways = 8;
+
+constinit thread_local std::array<directory_entry, directory_ways> tls_directory
+    __attribute__((tls_model("initial-exec"))){};
+constinit thread_local bool tls_torn_down __attribute__((tls_model("initial-exec"))) = false;
+
+void detach(thread_cache* tc) noexcept;
+
+struct reaper {
+  void arm() noexcept {}
+  ~reaper() {
+    for (auto& e : tls_directory) {
+      if (e.cache != nullptr) detach(e.cache);
+      e = {};
+    }
+    tls_torn_down = true;  // calls from later thread_local destructors go uncached
+  }
+};
+thread_local reaper tls_reaper;
+
+}  // namespace
+
+// ---- construction --------------------------------------------------------------------------
+
+detail::thread_cache::thread_cache(pool::core& c)
+    : core(c),
+      seen_state(c.state.load(std::memory_order_relaxed)),
+      cached(c.caching ? std::make_unique<local_chain[]>(c.classes.count()) : nullptr) {}
+
+pool::core::core(const pool_options& o)
+    : id(next_pool_id.fetch_add(1, std::memory_order_relaxed)),
+      classes(o.ceiling),
+      bound(o.bound),
+      caching(o.thread_cache),
+      state(o.enabled ? detail::enabled_bit : 0),
+      stacks(std::make_unique<detail::tagged_stack[]>(classes.count())),
+      off_class(classes.count()),
+      off_class_nonempty(std::make_unique<detail::atomic<bool>[]>(classes.count())) {}
+
+namespace {
+
+// ---- what every call shares -------------------------------------------------------------------
+
+using core = pool::core;
+
+struct call {
+  core& c;
+  thread_cache* tc;      // null: this thread has no cache (it is exiting, or none could be made)
+  std::uint64_t state;   // the state word this call acts under
+  recorder rec;
+};
+
+void unreserve(core& c, std::size_t n) noexcept;
+
+// The chain of a cache's local list, with its last slot found.
+chain whole(core& c, const thread_cache::local_chain& ch) noexcept {
+  chain out{ch.first, ch.first, ch.count};
+  for (std::uint32_t j = 1; j < ch.count; ++j) out.last = c.slots[out.last].next.load(std::memory_order_relaxed);
+  return out;
+}
+
+// Gives slots with no buffer back: to tc's spare slots (the excess to the free stack), or to the
+// free stack when there is no cache.
+void release_slots(core& c, thread_cache* tc, chain ch) noexcept {
+  if (tc == nullptr) {
+    c.free_slots.push_chain(c.slots, ch);
+    return;
+  }
+  auto& mine = tc->free_slots;
+  c.slots[ch.last].next.store(mine.first, std::memory_order_relaxed);
+  mine = {ch.first, mine.count + ch.count};
+  if (mine.count > free_slots_limit) {
+    const chain excess = whole(c, {mine.first, free_slots_batch});
+    mine = {c.slots[excess.last].next.load(std::memory_order_relaxed), mine.count - free_slots_batch};
+    c.free_slots.push_chain(c.slots, excess);
+  }
+}
+
+// Frees the buffers on a cache's chain (each of this capacity) and empties the chain; answers
+// the slots they were in.
+chain free_chain(core& c, thread_cache::local_chain& ch, std::size_t capacity, const recorder& rec) noexcept {
+  const chain slots = whole(c, ch);
+  slot_index i = ch.first;
+  for (std::uint32_t j = 0; j < ch.count; ++j) {
+    detail::free_bytes(c.slots[i].data);
+    i = c.slots[i].next.load(std::memory_order_relaxed);
+  }
+  rec.add(&counters::bytes_out, std::uint64_t{ch.count} * capacity);
+  ch = {};
+  return slots;
+}
+
+// Frees what tc caches and gives back its places of the bound (after a trim, or when the pool
+// is disabled). Owner only.
+void empty_cache(core& c, thread_cache& tc, const recorder& rec) noexcept {
+  std::size_t freed = 0;
+  if (tc.cached) {
+    for (std::size_t k = 0; k < c.classes.count(); ++k) {
+      if (tc.cached[k].count == 0) continue;
+      freed += tc.cached[k].count;
+      release_slots(c, &tc, free_chain(c, tc.cached[k], c.classes.size(k), rec));
+    }
+  }
+  unreserve(c, freed + tc.spare.exchange(0, std::memory_order_relaxed));
+}
+
+thread_cache* enroll(core& c) noexcept {
+  if (tls_torn_down) return nullptr;
+  thread_cache* tc = nullptr;
+  try {
+    tls_reaper.arm();  // constructs the reaper, so that it runs at this thread's exit
+    tc = new thread_cache(c);
+  } catch (...) {
+    return nullptr;  // no memory for a cache: this call goes uncached
+  }
+  {
+    std::lock_guard lock(c.admin_mutex);  // (M)
+    tc->next = c.registry;
+    if (c.registry != nullptr) c.registry->prev = tc;
+    c.registry = tc;
+    ++c.refs;
+  }
+  // A free way, else one whose pool is gone, else the last.
+  auto way = std::find_if(tls_directory.begin(), tls_directory.end(),
+                          [](const directory_entry& e) { return e.cache == nullptr; });
+  if (way == tls_directory.end()) way = tls_directory.end() - 1;
+  if (way->cache != nullptr) detach(way->cache);
+  *way = {c.id, tc};
+  return tc;
+}
+
+void sync(core& c, thread_cache& tc, std::uint64_t state) noexcept {
+  if (generation_of(state) != generation_of(tc.seen_state) || !enabled_in(state)) {
+    empty_cache(c, tc, recorder{&tc.counts, true});
+  }
+  tc.seen_state = state;
+}
+
+call begin(core& c) noexcept {
+  thread_cache* tc = nullptr;
+  for (const auto& e : tls_directory) {
+    if (e.id == c.id) {
+      tc = e.cache;
+      break;
+    }
+  }
+  if (tc == nullptr) tc = enroll(c);
+  // Relaxed: a change made by trim or set_enabled reaches this thread at some later call; the
+  // buffers it must not keep meanwhile are covered by the handshake (H).
+  const std::uint64_t state = c.state.load(std::memory_order_relaxed);
+  if (tc == nullptr) return {c, nullptr, state, recorder{&c.orphans, false}};
+  if (state != tc->seen_state) sync(c, *tc, state);
+  return {c, tc, state, recorder{&tc->counts, true}};
+}
+
+// ---- the bound ------------------------------------------------------------------------------
+
+// Takes up to n places of the bound; answers how many.
+std::size_t reserve(core& c, std::size_t n) noexcept {
+  std::size_t used = c.reserved.load(std::memory_order_relaxed);
+  std::size_t got = 0;
+  do {
+    if (used >= c.bound) return 0;
+    got = std::min(n, c.bound - used);
+  } while (!c.reserved.compare_exchange_weak(used, used + got, std::memory_order_relaxed));
+  return got;
+}
+
+void unreserve(core& c, std::size_t n) noexcept { c.reserved.fetch_sub(n, std::memory_order_relaxed); }
+
+bool caches(const call& k) noexcept { return k.tc != nullptr && k.tc->cached; }
+
+// One place of the bound for a buffer about to be kept: from this thread's spare places, which
+// it refills a batch at a time when it caches; else straight from the shared counter.
+bool take_place(call& k) noexcept {
+  if (!caches(k)) return reserve(k.c, 1) == 1;
+  std::uint32_t spare = k.tc->spare.load(std::memory_order_relaxed);
+  if (spare == 0) spare = static_cast<std::uint32_t>(reserve(k.c, max_batch));
+  if (spare == 0) return false;
+  k.tc->spare.store(spare - 1, std::memory_order_relaxed);
+  return true;
+}
+
+// The place of a buffer that left the pool: kept as a spare by a caching thread (up to a limit),
+// else given back to the shared counter.
+void give_place(call& k) noexcept {
+  if (!caches(k)) return unreserve(k.c, 1);
+  std::uint32_t spare = k.tc->spare.load(std::memory_order_relaxed) + 1;
+  if (spare > spare_places_limit) {
+    unreserve(k.c, max_batch);
+    spare -= max_batch;
+  }
+  k.tc->spare.store(spare, std::memory_order_relaxed);
+}
+
+// ---- slots ----------------------------------------------------------------------------------
+
+// A slot for a buffer to be kept: from this thread's spare slots, the free stack, or a new
+// chunk. no_slot when none can be had (no memory, or all 2^32 - 1 made).
+slot_index get_slot(call& k) noexcept {
+  thread_cache::local_chain* mine = k.tc ? &k.tc->free_slots : nullptr;
+  if (mine != nullptr && mine->count > 0) {
+    const slot_index i = mine->first;
+    mine->first = k.c.slots[i].next.load(std::memory_order_relaxed);
+    --mine->count;
+    return i;
+  }
+  for (;;) {
+    const chain got = k.c.free_slots.pop_chain(k.c.slots, mine != nullptr ? free_slots_batch : 1);
+    if (got.count > 0) {
+      if (got.count > 1) *mine = {k.c.slots[got.first].next.load(std::memory_order_relaxed), got.count - 1};
+      return got.first;
+    }
+    try {
+      slot_index made = 0;
+      const auto [first, last] = k.c.slots.grow(made);
+      if (made == 0) return no_slot;
+      k.c.free_slots.push_chain(k.c.slots, chain{first, last, made});
+    } catch (const std::bad_alloc&) {
+      return no_slot;
+    }
+  }
+}
+
+// ---- the shared stacks ----------------------------------------------------------------------
+
+// Empties stack k, freeing its buffers.
+void drain(call& k, std::size_t cls) noexcept {
+  const chain got = k.c.stacks[cls].pop_all(k.c.slots);  // (S3)
+  if (got.count == 0) return;
+  slot_index i = got.first;
+  for (std::uint32_t j = 0; j < got.count; ++j) {
+    detail::free_bytes(k.c.slots[i].data);
+    i = k.c.slots[i].next.load(std::memory_order_relaxed);
+  }
+  k.rec.add(&counters::bytes_out, std::uint64_t{got.count} * k.c.classes.size(cls));
+  unreserve(k.c, got.count);
+  release_slots(k.c, k.tc, got);
+}
+
+// Pushes a chain of buffers of class cls to its stack, keeping the handshake (H) with trim.
+void publish(call& k, std::size_t cls, const chain& ch) noexcept {
+  k.c.stacks[cls].push_chain(k.c.slots, ch);                       // (S1), seq_cst
+  if (k.c.state.load(std::memory_order_seq_cst) != k.state) drain(k, cls);  // (H)
+}
+
+// Moves n buffers from the top of this thread's chain for cls to the shared stack.
+void flush(call& k, std::size_t cls, std::uint32_t n) noexcept {
+  auto& mine = k.tc->cached[cls];
+  chain out{mine.first, mine.first, n};
+  for (std::uint32_t j = 1; j < n; ++j) out.last = k.c.slots[out.last].next.load(std::memory_order_relaxed);
+  mine = {k.c.slots[out.last].next.load(std::memory_order_relaxed), mine.count - n};
+  publish(k, cls, out);
+}
+
+// ---- take and retire, per kind of buffer ----------------------------------------------------
+
+// A buffer of class cls from this thread's cache or the shared stack, or null.
+std::byte* take_on_class(call& k, std::size_t cls) noexcept {
+  core& c = k.c;
+  if (k.tc != nullptr && k.tc->cached) {
+    auto& mine = k.tc->cached[cls];
+    if (mine.count == 0) {
+      const chain got = c.stacks[cls].pop_chain(c.slots, detail::batch_size(c.classes.size(cls)));
+      if (got.count == 0) return nullptr;
+      mine = {got.first, got.count};  // their places of the bound come with them
+    }
+    const slot_index i = mine.first;
+    std::byte* data = c.slots[i].data;
+    mine = {c.slots[i].next.load(std::memory_order_relaxed), mine.count - 1};
+    release_slots(c, k.tc, chain{i, i, 1});
+    give_place(k);
+    return data;
+  }
+  const chain got = c.stacks[cls].pop_chain(c.slots, 1);
+  if (got.count == 0) return nullptr;
+  std::byte* data = c.slots[got.first].data;
+  release_slots(k.c, k.tc, got);
+  give_place(k);
+  return data;
+}
+
+// Keeps a buffer of class cls; false when the bound or the slots are exhausted.
+bool retire_on_class(call& k, std::size_t cls, std::byte* data) noexcept {
+  core& c = k.c;
+  if (!take_place(k)) return false;
+  const slot_index i = get_slot(k);
+  if (i == no_slot) {
+    give_place(k);
+    return false;
+  }
+  c.slots[i].data = data;
+  if (!caches(k)) {
+    publish(k, cls, chain{i, i, 1});
+    return true;
+  }
+  auto& mine = k.tc->cached[cls];
+  c.slots[i].next.store(mine.first, std::memory_order_relaxed);
+  mine = {i, mine.count + 1};
+  if (const std::uint32_t batch = detail::batch_size(c.classes.size(cls)); mine.count >= 2 * batch) {
+    flush(k, cls, batch);
+  }
+  return true;
+}
+
+std::optional<held> take_off_class(call& k, std::size_t cls, std::size_t size) noexcept {
+  std::optional<held> h;
+  {
+    std::lock_guard lock(k.c.shelf_mutex);
+    h = k.c.off_class.take(cls, size);
+    k.c.off_class_nonempty[cls].store(!k.c.off_class.empty(cls), std::memory_order_relaxed);
+  }
+  if (h) give_place(k);
+  return h;
+}
+
+bool retire_off_class(call& k, std::size_t cls, held h) noexcept {
+  if (!take_place(k)) return false;
+  {
+    std::lock_guard lock(k.c.shelf_mutex);
+    // Under the shelf lock, a trim that has emptied the shelves has also changed the state, and
+    // this load sees it (the lock orders the two): a buffer is never shelved past a trim.
+    if (k.c.state.load(std::memory_order_relaxed) == k.state) {
+      try {
+        k.c.off_class.put(cls, h);
+        k.c.off_class_nonempty[cls].store(true, std::memory_order_relaxed);
+        return true;
+      } catch (const std::bad_alloc&) {
+      }
+    }
+  }
+  give_place(k);
+  return false;
+}
+
+// ---- a cache's end ----------------------------------------------------------------------------
+
+void fold(counters& into, const counters& from) noexcept {
+  for (auto field : {&counters::hits, &counters::misses, &counters::retired, &counters::dropped,
+                     &counters::bytes_in, &counters::bytes_out}) {
+    recorder{&into, true}.add(field, (from.*field).load(std::memory_order_relaxed));
+  }
+}
+
+// Gives a cache back to its pool (its thread is exiting, or needs the directory way) and lets
+// go of the pool's control block.
+void detach(thread_cache* tc) noexcept {
+  core& c = tc->core;
+  bool last = false;
+  {
+    std::lock_guard lock(c.admin_mutex);  // (M)
+    if (c.alive) {
+      call k{c, tc, tc->seen_state, recorder{&tc->counts, true}};
+      const std::uint64_t now = c.state.load(std::memory_order_relaxed);
+      if (now != tc->seen_state) sync(c, *tc, now);
+      k.state = now;
+      if (tc->cached) {
+        for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+          auto& mine = tc->cached[cls];
+          if (mine.count > 0) flush(k, cls, mine.count);
+        }
+      }
+      unreserve(c, tc->spare.exchange(0, std::memory_order_relaxed));
+      if (tc->free_slots.count > 0) release_slots(c, nullptr, whole(c, tc->free_slots));
+      tc->free_slots = {};
+      fold(c.departed, tc->counts);
+    }
+    (tc->prev != nullptr ? tc->prev->next : c.registry) = tc->next;
+    if (tc->next != nullptr) tc->next->prev = tc->prev;
+    last = --c.refs == 0;
+  }
+  delete tc;
+  if (last) delete &c;
+}
+
+}  // namespace
+
+// ---- the public calls ---------------------------------------------------------------------------
+
+pool::pool(pool_options options) : core_(new core(options)) {}
+
+pool::~pool() {
+  core& c = *core_;
+  bool last = false;
+  {
+    std::lock_guard lock(c.admin_mutex);  // (M)
+    c.alive = false;
+    const recorder nobody{&c.departed, true};
+    for (thread_cache* tc = c.registry; tc != nullptr; tc = tc->next) {
+      if (tc->cached) {
+        for (std::size_t cls = 0; cls < c.classes.count(); ++cls) (void)free_chain(c, tc->cached[cls], 0, nobody);
+      }
+      tc->free_slots = {};
+      tc->spare.store(0, std::memory_order_relaxed);
+    }
+    call k{c, nullptr, 0, nobody};
+    for (std::size_t cls = 0; cls < c.classes.count(); ++cls) drain(k, cls);
+    {
+      std::lock_guard shelf_lock(c.shelf_mutex);
+      c.off_class.free_all();
+    }
+    c.stacks.reset();
+    c.slots.release();
+    last = --c.refs == 0;
+  }
+  if (last) delete &c;
+}
+
+buffer pool::take(std::size_t size) {
+  call k = begin(*core_);
+  const auto& classes = core_->classes;
+  if (enabled_in(k.state) && size <= classes.ceiling()) {
+    for (std::size_t cls = classes.of(size); cls < classes.count(); ++cls) {
+      // Within a class, off-class buffers are the smaller: look at them first.
+      if (core_->off_class_nonempty[cls].load(std::memory_order_relaxed)) {
+        if (const auto h = take_off_class(k, cls, size)) {
+          k.rec.add(&counters::hits, 1);
+          k.rec.add(&counters::bytes_out, h->capacity);
+          return detail::buffer_access::make(*h, size);
+        }
+      }
+      if (std::byte* data = take_on_class(k, cls)) {
+        k.rec.add(&counters::hits, 1);
+        k.rec.add(&counters::bytes_out, classes.size(cls));
+        return detail::buffer_access::make(held{data, classes.size(cls)}, size);
+      }
+    }
+  }
+  k.rec.add(&counters::misses, 1);
+  return {};
+}
+
+buffer pool::acquire(std::size_t size) {
+  if (buffer b = take(size)) return b;
+  return buffer(size, core_->classes.fresh_capacity(size));
+}
+
+void pool::retire(buffer&& b) noexcept {
+  if (!b) return;
+  const held h = detail::buffer_access::release(b);
+  call k = begin(*core_);
+  const auto& classes = core_->classes;
+  bool kept = false;
+  if (enabled_in(k.state) && h.capacity <= classes.ceiling()) {
+    const std::size_t cls = classes.of(h.capacity);
+    kept = classes.on_class(h.capacity) ? retire_on_class(k, cls, h.data) : retire_off_class(k, cls, h);
+  }
+  if (kept) {
+    k.rec.add(&counters::retired, 1);
+    k.rec.add(&counters::bytes_in, h.capacity);
+  } else {
+    k.rec.add(&counters::dropped, 1);
+    detail::free_bytes(h.data);
+  }
+}
+
+void pool::set_enabled(bool on) noexcept {
+  if (on) {
+    core_->state.fetch_or(detail::enabled_bit, std::memory_order_relaxed);  // publishes nothing
+  } else {
+    core_->state.fetch_and(~detail::enabled_bit, std::memory_order_relaxed);  // trim's bump orders it
+    trim();
+  }
+}
+
+bool pool::enabled() const noexcept { return enabled_in(core_->state.load(std::memory_order_relaxed)); }
+
+void pool::trim() noexcept {
+  call k = begin(*core_);
+  k.state = core_->state.fetch_add(detail::one_generation, std::memory_order_seq_cst) +
+            detail::one_generation;  // (H)
+  for (std::size_t cls = 0; cls < core_->classes.count(); ++cls) drain(k, cls);  // (H), (S3)
+  std::size_t count = 0, bytes = 0;
+  {
+    std::lock_guard lock(core_->shelf_mutex);
+    std::tie(count, bytes) = core_->off_class.free_all();
+    for (std::size_t cls = 0; cls < core_->classes.count(); ++cls) {
+      core_->off_class_nonempty[cls].store(false, std::memory_order_relaxed);
+    }
+  }
+  unreserve(*core_, count);
+  k.rec.add(&counters::bytes_out, bytes);
+  if (k.tc != nullptr) sync(*core_, *k.tc, k.state);  // this thread's own cache, now
+}
+
+std::size_t pool::retained() const noexcept { return stats().retained; }
+
+pool_stats pool::stats() const noexcept {
+  core& c = *core_;
+  counters sum;
+  std::size_t spare = 0;
+  {
+    std::lock_guard lock(c.admin_mutex);
+    fold(sum, c.departed);
+    fold(sum, c.orphans);
+    for (const thread_cache* tc = c.registry; tc != nullptr; tc = tc->next) {
+      fold(sum, tc->counts);
+      spare += tc->spare.load(std::memory_order_relaxed);
+    }
+  }
+  const auto get = [&](auto field) { return (sum.*field).load(std::memory_order_relaxed); };
+  const std::size_t reserved = c.reserved.load(std::memory_order_relaxed);
+  const std::uint64_t in = get(&counters::bytes_in), out = get(&counters::bytes_out);
+  pool_stats s;
+  s.hits = get(&counters::hits);
+  s.misses = get(&counters::misses);
+  s.retired = get(&counters::retired);
+  s.dropped = get(&counters::dropped);
+  s.retained = reserved - std::min(spare, reserved);  // in [0, reserved], and reserved <= bound
+  s.retained_bytes = in > out ? static_cast<std::size_t>(in - out) : 0;
+  return s;
+}
+
+}  // namespace sluice

@@ -1,0 +1,96 @@
+// The shared state of a sluice::pool and the thread caches in front of it.
+//
+//   core          one per pool: the lock-free stacks (one per size class), the slot table under
+//                 them, the off-class shelves, the bound's counter, and the registry of thread
+//                 caches. Freed in two steps: ~pool frees every buffer and the heavy parts; the
+//                 control block itself goes when the last thread that refers to it lets go.
+//   thread_cache  one per thread and pool: a chain of cached buffers per class, spare slots,
+//                 spare places of the bound, and the thread's statistics. Owned by the core,
+//                 used by its thread alone, touched by others only under admin_mutex.
+//
+// Every buffer the pool holds sits in exactly one place: a class stack, a cache's chain, or a
+// shelf; and holds one place of the bound (`reserved`), which counts those plus every cache's
+// spare places. So reserved <= bound bounds what is held at every instant.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "memory.hpp"
+#include "shelves.hpp"
+#include "size_classes.hpp"
+#include "slots.hpp"
+#include "sluice/detail/atomic.hpp"
+#include "sluice/pool.hpp"
+
+namespace sluice::detail {
+
+// One thread's counts for one pool. Each field is written by one writer at a time (the cache's
+// thread, or whoever holds admin_mutex for `departed`); readers sum them with relaxed loads.
+struct counters {
+  detail::atomic<std::uint64_t> hits{0}, misses{0}, retired{0}, dropped{0}, bytes_in{0}, bytes_out{0};
+};
+
+// The state word: the generation (bumped by every trim) above the enabled bit. A thread cache
+// remembers the word it last saw; a difference sends it through sync() before the call.
+inline constexpr std::uint64_t enabled_bit = 1;
+inline constexpr std::uint64_t one_generation = 2;
+
+struct thread_cache {
+  struct local_chain {
+    slot_index first = no_slot;
+    std::uint32_t count = 0;
+  };
+
+  explicit thread_cache(pool::core& c);
+
+  pool::core& core;
+  std::uint64_t seen_state = 0;                 // owner only
+  std::unique_ptr<local_chain[]> cached;        // per class; null when caching is off; owner only
+  local_chain free_slots;                       // slots with no buffer; owner only
+  detail::atomic<std::uint32_t> spare{0};       // reserved places not yet used; owner writes
+  counters counts;                              // owner writes
+  thread_cache* prev = nullptr;                 // the core's registry, under admin_mutex
+  thread_cache* next = nullptr;
+};
+
+}  // namespace sluice::detail
+
+namespace sluice {
+
+struct pool::core {
+  explicit core(const pool_options& o);
+
+  const std::uint64_t id;  // never reused, so a thread cache can never be taken for another pool's
+  const detail::size_classes classes;
+  const std::size_t bound;
+  const bool caching;
+
+  // Read by every call, written by set_enabled and trim only: alone on its line.
+  alignas(64) detail::atomic<std::uint64_t> state;
+  // Places of the bound in use; see the file comment. Relaxed everywhere: it publishes nothing,
+  // and a place is always given back after it was taken, since a buffer's trip from retire to
+  // take runs through the stacks' release/acquire pairs.
+  alignas(64) detail::atomic<std::size_t> reserved{0};
+
+  std::unique_ptr<detail::tagged_stack[]> stacks;  // per class; freed by ~pool
+  detail::tagged_stack free_slots;
+  detail::slot_table slots;
+
+  // Off-class buffers. off_class_nonempty[c] mirrors !off_class.empty(c), written under
+  // shelf_mutex and read without it as a hint (relaxed: a racing retire may be missed).
+  std::mutex shelf_mutex;
+  detail::shelves off_class;
+  std::unique_ptr<detail::atomic<bool>[]> off_class_nonempty;
+
+  std::mutex admin_mutex;  // guards what follows, and every cache's fields for non-owners
+  detail::thread_cache* registry = nullptr;
+  std::size_t refs = 1;    // the pool, and each thread_cache
+  bool alive = true;
+  detail::counters departed;  // the counts of caches that are gone
+  detail::counters orphans;   // calls from threads without a cache (fetch_add: any thread)
+};
+
+}  // namespace sluice

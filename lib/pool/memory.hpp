@@ -1,0 +1,39 @@
+// Raw memory for buffers, and the one door through which the pools open and close a buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+#include "sluice/buffer.hpp"
+
+namespace sluice::detail {
+
+static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ >= 16, "buffers promise 16-byte alignment");
+
+// Throws std::bad_alloc when the bytes cannot be had; at once for more than PTRDIFF_MAX bytes,
+// which no allocator can give (and which would otherwise abort under AddressSanitizer).
+inline std::byte* allocate_bytes(std::size_t n) {
+  if (n > static_cast<std::size_t>(PTRDIFF_MAX)) throw std::bad_alloc();
+  return static_cast<std::byte*>(::operator new(n));
+}
+inline void free_bytes(std::byte* p) noexcept { ::operator delete(p); }
+
+// What a pool keeps of a buffer it holds: the memory and its capacity (the size is set again
+// when the buffer is answered).
+struct held {
+  std::byte* data = nullptr;
+  std::size_t capacity = 0;
+};
+
+struct buffer_access {
+  static buffer make(held h, std::size_t size) noexcept { return buffer(h.data, size, h.capacity); }
+  static held release(buffer& b) noexcept {
+    held h{b.data_, b.capacity_};
+    b.data_ = nullptr;
+    b.size_ = b.capacity_ = 0;
+    return h;
+  }
+};
+
+}  // namespace sluice::detail

@@ -1,0 +1,79 @@
+// The pools' size classes: four per power of two from 16 bytes (16, 20, 24, 28, 32, 40, ...),
+// so that rounding a request up to its class wastes at most a fifth of the capacity. A pool's
+// top class is cut at its ceiling. All arithmetic saturates: any std::size_t has a class.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace sluice::detail {
+
+inline constexpr std::size_t smallest_class_size = 16;
+
+// The nominal size of class c: (4 + c % 4) << (c / 4 + 2), saturated at SIZE_MAX.
+constexpr std::size_t nominal_class_size(std::size_t c) noexcept {
+  const std::size_t shift = c / 4 + 2;
+  if (shift >= 62) return std::numeric_limits<std::size_t>::max();  // 4 << 62 is 2^64
+  return (4 + c % 4) << shift;
+}
+
+// The smallest class whose nominal size is at least n.
+constexpr std::size_t class_of(std::size_t n) noexcept {
+  if (n <= smallest_class_size) return 0;
+  const std::size_t b = std::bit_width(n - 1) - 1;  // 2^b < n <= 2^(b+1), b >= 4
+  const std::size_t step_shift = b - 2;             // four steps of 2^(b-2) per power of two
+  const std::size_t beyond = n - (std::size_t{1} << b);
+  const std::size_t step = (beyond >> step_shift) + ((beyond & ((std::size_t{1} << step_shift) - 1)) != 0);
+  return (b - 4) * 4 + step;
+}
+
+// The classes of a pool with this ceiling: the top one is cut at the ceiling.
+class size_classes {
+ public:
+  explicit constexpr size_classes(std::size_t ceiling) noexcept
+      : ceiling_(ceiling), count_(class_of(ceiling) + 1) {}
+
+  constexpr std::size_t ceiling() const noexcept { return ceiling_; }
+  constexpr std::size_t count() const noexcept { return count_; }
+  constexpr std::size_t size(std::size_t c) const noexcept {
+    return std::min(nominal_class_size(c), ceiling_);
+  }
+  // The class that serves a request of n (n <= ceiling).
+  constexpr std::size_t of(std::size_t n) const noexcept { return class_of(n); }
+  // A buffer (capacity <= ceiling) is filed under class of(capacity). It is on-class when its
+  // capacity is that class's size, and then lives on the class's lock-free stack. Any other
+  // capacity lies strictly between size(c - 1) and size(c): off-class, kept on the locked
+  // shelves, and smaller than every on-class buffer of its class.
+  constexpr bool on_class(std::size_t capacity) const noexcept { return size(of(capacity)) == capacity; }
+
+  // The capacity acquire() gives fresh memory for a request of n: n's class, or n itself above
+  // the ceiling (such a buffer is never kept, so rounding it up would only waste memory).
+  constexpr std::size_t fresh_capacity(std::size_t n) const noexcept {
+    return n > ceiling_ ? n : size(of(n));
+  }
+
+ private:
+  std::size_t ceiling_;
+  std::size_t count_;
+};
+
+// How many buffers of a class move between a thread cache and the shared stack at once: 16 up
+// to 16 KiB, then fewer as buffers grow (a cache holds at most 2 * batch - 1 of a class), down
+// to 2 from 128 KiB, so that caches do not sit on much memory.
+constexpr std::uint32_t batch_size(std::size_t class_size) noexcept {
+  const std::size_t per_batch_bytes = std::size_t{256} << 10;
+  return static_cast<std::uint32_t>(std::clamp<std::size_t>(per_batch_bytes / std::max<std::size_t>(class_size, 1), 2, 16));
+}
+
+static_assert(class_of(0) == 0 && class_of(16) == 0 && class_of(17) == 1 && class_of(20) == 1);
+static_assert(class_of(32) == 4 && class_of(33) == 5 && nominal_class_size(5) == 40);
+static_assert(nominal_class_size(class_of(1000)) == 1024 && nominal_class_size(class_of(800)) == 896);
+static_assert(class_of(std::numeric_limits<std::size_t>::max()) == 240);
+static_assert(size_classes(1000).size(size_classes(1000).count() - 1) == 1000);
+static_assert(size_classes(1000).on_class(1000) && !size_classes(4096).on_class(1000));
+static_assert(size_classes(0).count() == 1 && size_classes(0).size(0) == 0);
+
+}  // namespace sluice::detail

@@ -1,0 +1,178 @@
+// The lock-free layer under sluice::pool: a table of slots and Treiber stacks of slot indices.
+//
+// A slot holds one retained buffer's memory and a link. Slots are made in chunks and never
+// freed while the pool lives, so a thread holding a stale index can always read the slot's link
+// safely (the link is atomic; the buffer pointer is read only by the thread that popped the
+// slot). Each stack's head packs a 32-bit slot index and a 32-bit tag into one 64-bit word, and
+// every successful CAS bumps the tag, which defeats ABA: a pop that read head (A, t) and A's
+// link B cannot succeed after A was popped and pushed back, because the head is then (A, t' != t).
+// The tag wraps after 2^32 modifications of one head; ABA then needs a thread to be suspended
+// between its read and its CAS for exactly that many, the same residual risk as IBM's original.
+//
+// The algorithm is R. K. Treiber's stack (Systems Programming: Coping with Parallelism, IBM
+// RJ 5118, 1986) with the tagged head of the IBM System/370 manual, extended to move chains:
+// push_chain links a chain below the head with one CAS, and pop_chain detaches up to n slots with
+// one CAS (valid because a successful CAS proves that no slot left the stack since the head was
+// read, so the links walked in between were the stack's own).
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <new>
+#include <utility>
+
+#include "sluice/detail/atomic.hpp"
+
+namespace sluice::detail {
+
+using slot_index = std::uint32_t;
+inline constexpr slot_index no_slot = 0xFFFF'FFFF;
+
+struct slot {
+  detail::atomic<slot_index> next{no_slot};  // the link; read by stale poppers, hence atomic
+  std::byte* data = nullptr;                 // read and written only by the slot's owner
+};
+
+// Chain k holds 64 << k slots; 27 chains cover every index below no_slot.
+class slot_table {
+ public:
+  slot_table() = default;
+  slot_table(const slot_table&) = delete;
+  slot_table& operator=(const slot_table&) = delete;
+  ~slot_table() { release(); }
+
+  // The slot of an index that came from a stack or a chain this thread owns.
+  slot& operator[](slot_index i) noexcept { return *find(i); }
+
+  // The slot of an index read from a link that may be stale: null when its chunk is not visible
+  // to this thread yet (the index then cannot be on the stack the caller is walking).
+  slot* find(slot_index i) noexcept {
+    const auto [chunk, offset] = locate(i);
+    // (C2) acquire; synchronizes-with (C1). A holder of a genuine index always sees the chunk,
+    // since the index reached it through stack CASes that the maker's push released.
+    slot* base = chunks_[chunk].load(std::memory_order_acquire);
+    return base == nullptr ? nullptr : base + offset;
+  }
+
+  // Makes the next chunk and answers its slots as a chain linked first to last (count 0 when
+  // every index is used). Throws std::bad_alloc.
+  std::pair<slot_index, slot_index> grow(slot_index& count) {
+    std::lock_guard lock(grow_mutex_);
+    const std::size_t k = made_chunks_;
+    if (k == chunks_.size()) {
+      count = 0;
+      return {no_slot, no_slot};
+    }
+    const slot_index first = static_cast<slot_index>((std::size_t{64} << k) - 64);
+    std::size_t n = std::size_t{64} << k;
+    if (first + n - 1 >= no_slot) n = no_slot - first;  // the last chunk stops short of no_slot
+    slot* base = new slot[n];
+    for (std::size_t j = 0; j + 1 < n; ++j) base[j].next.store(static_cast<slot_index>(first + j + 1), std::memory_order_relaxed);
+    chunks_[k].store(base, std::memory_order_release);  // (C1)
+    ++made_chunks_;
+    count = static_cast<slot_index>(n);
+    return {first, static_cast<slot_index>(first + n - 1)};
+  }
+
+  // Frees every chunk. Only when no thread can use an index any more.
+  void release() noexcept {
+    for (auto& c : chunks_) delete[] c.exchange(nullptr, std::memory_order_relaxed);
+    made_chunks_ = 0;
+  }
+
+ private:
+  static std::pair<std::size_t, std::size_t> locate(slot_index i) noexcept {
+    const std::uint64_t v = std::uint64_t{i} + 64;
+    const std::size_t chunk = static_cast<std::size_t>(std::bit_width(v)) - 7;
+    return {chunk, static_cast<std::size_t>(v - (std::uint64_t{64} << chunk))};
+  }
+
+  std::array<detail::atomic<slot*>, 27> chunks_{};
+  std::mutex grow_mutex_;
+  std::size_t made_chunks_ = 0;  // guarded by grow_mutex_
+};
+
+// A chain of slots detached from or bound for a stack: first..last linked through `next`.
+struct chain {
+  slot_index first = no_slot;
+  slot_index last = no_slot;
+  std::uint32_t count = 0;
+};
+
+class alignas(64) tagged_stack {
+ public:
+  // Links c (count >= 1) on top. (S1) The CAS is a release, so c's buffers and links are visible
+  // to whoever pops them; it is seq_cst because pool::core's trim handshake needs it (see
+  // publish() in pool.cpp). On x86 a locked CMPXCHG is seq_cst either way.
+  void push_chain(slot_table& slots, const chain& c) noexcept {
+    std::uint64_t head = head_.load(std::memory_order_relaxed);
+    do {
+      slots[c.last].next.store(index_of(head), std::memory_order_relaxed);
+    } while (!head_.compare_exchange_weak(head, pack(c.first, tag_of(head) + 1),
+                                          std::memory_order_seq_cst, std::memory_order_relaxed));
+  }
+
+  // Detaches up to n (>= 1) slots from the top; an empty chain when the stack is empty.
+  chain pop_chain(slot_table& slots, std::uint32_t n) noexcept {
+    // (S2) acquire; synchronizes-with every (S1) before it: all writes to the head are RMWs, so
+    // the value read continues the release sequence of each earlier push.
+    std::uint64_t head = head_.load(std::memory_order_acquire);
+    for (;;) {
+      chain c{index_of(head), index_of(head), 0};
+      if (c.first == no_slot) return {};
+      slot_index after = no_slot;
+      bool stale = false;
+      for (c.count = 1;; ++c.count) {
+        slot* s = slots.find(c.last);
+        if (s == nullptr) {  // a stale link into a chunk not yet visible here: the head moved
+          stale = true;
+          break;
+        }
+        after = s->next.load(std::memory_order_relaxed);  // ordered by (S2); checked by the CAS
+        if (c.count == n || after == no_slot) break;
+        c.last = after;
+      }
+      if (!stale && head_.compare_exchange_weak(head, pack(after, tag_of(head) + 1),
+                                                std::memory_order_acquire,    // (S2)
+                                                std::memory_order_acquire)) { // (S2), for the retry
+        return c;
+      }
+      if (stale) head = head_.load(std::memory_order_acquire);  // (S2)
+    }
+  }
+
+  // Detaches everything. (S3) seq_cst: the other side of the trim handshake with (S1).
+  chain pop_all(slot_table& slots) noexcept {
+    std::uint64_t head = head_.load(std::memory_order_seq_cst);
+    while (index_of(head) != no_slot &&
+           !head_.compare_exchange_weak(head, pack(no_slot, tag_of(head) + 1), std::memory_order_seq_cst)) {
+    }
+    chain c{index_of(head), index_of(head), 0};
+    if (c.first == no_slot) return c;
+    for (c.count = 1;; ++c.count) {
+      const slot_index next = slots[c.last].next.load(std::memory_order_relaxed);
+      if (next == no_slot) return c;
+      c.last = next;
+    }
+  }
+
+  // A hint: true when the stack looked empty. Relaxed: a racing push may be missed, as a take
+  // that ran just before it would have missed it.
+  bool looks_empty() const noexcept {
+    return index_of(head_.load(std::memory_order_relaxed)) == no_slot;
+  }
+
+ private:
+  static constexpr std::uint64_t pack(slot_index i, std::uint32_t tag) noexcept {
+    return std::uint64_t{tag} << 32 | i;
+  }
+  static constexpr slot_index index_of(std::uint64_t head) noexcept { return static_cast<slot_index>(head); }
+  static constexpr std::uint32_t tag_of(std::uint64_t head) noexcept { return static_cast<std::uint32_t>(head >> 32); }
+
+  detail::atomic<std::uint64_t> head_{pack(no_slot, 0)};
+};
+
+}  // namespace sluice::detail

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs, from Debian 12's packages, what sluice needs and this machine lacks.
+#   scripts/deps.sh test    the build, the test suite and its sanitizers
+#   scripts/deps.sh bench   that, plus the allocators and plotting the benchmark compares with
+set -euo pipefail
+
+packages=(g++ clang libclang-rt-14-dev meson ninja-build pkg-config cmake python3
+          libboost-dev doctest-dev libbenchmark-dev)
+if [[ ${1:-test} == bench ]]; then
+  packages+=(libmimalloc-dev libjemalloc-dev libtbb-dev python3-matplotlib)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "deps: installing ${missing[*]}"
+sudo=()
+[[ $(id -u) -eq 0 ]] || sudo=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,371 @@
+// The pool's seed suite (a Go frame pool's tests), carried over case by case, then what the
+// seed does not test. Every case runs against sluice::pool with its thread caches on and off and
+// against the reference model sluice::mutex_pool.
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "doctest.hpp"
+#include "pools.hpp"
+#include "threads.hpp"
+
+using sluice::buffer;
+using sluice::pool_options;
+using sluice_test::channel;
+using sluice_test::fill;
+using sluice_test::first_difference;
+using sluice_test::run_threads;
+
+namespace {
+
+constexpr std::size_t ceiling = std::size_t{4} << 20;  // the default, as the seed's pool had
+
+// Resident set and malloc's bytes in use: the seed's "heap in use".
+struct memory_use {
+  std::size_t resident = 0, in_use = 0;
+  static memory_use now() {
+    memory_use m;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      unsigned long size = 0, resident = 0;
+      if (std::fscanf(f, "%lu %lu", &size, &resident) == 2) m.resident = resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+      std::fclose(f);
+    }
+    m.in_use = mallinfo2().uordblks;
+    return m;
+  }
+};
+
+}  // namespace
+
+// ---- the seed -------------------------------------------------------------------------------
+
+TEST_CASE_TEMPLATE("take answers exact lengths", P, POOLS) {
+  P p;
+  CHECK_FALSE(p.take(1000));  // an empty pool answers nothing
+  p.retire(buffer(1000));
+  buffer b = p.take(600);
+  REQUIRE(b);
+  CHECK(b.size() == 600);
+  CHECK(b.capacity() >= 600);
+  CHECK(b.bytes().size() == 600);
+  CHECK_FALSE(p.take(600));  // a taken buffer is not answered twice
+}
+
+TEST_CASE_TEMPLATE("take answers the smallest that fits", P, POOLS) {
+  P p;
+  p.retire(buffer(5000));
+  p.retire(buffer(900));
+  buffer first = p.take(800);
+  REQUIRE(first);
+  CHECK(first.capacity() == 900);
+  buffer second = p.take(800);
+  REQUIRE(second);
+  CHECK(second.capacity() == 5000);
+}
+
+TEST_CASE_TEMPLATE("the ceiling refuses the oversized", P, POOLS) {
+  P p;
+  CHECK_FALSE(p.take(ceiling + 1));
+  p.retire(buffer(ceiling + 1));
+  CHECK(p.retained() == 0);
+  p.retire(buffer(ceiling));
+  CHECK(p.retained() == 1);
+  buffer b = p.take(ceiling);
+  REQUIRE(b);
+  CHECK(b.size() == ceiling);
+}
+
+TEST_CASE_TEMPLATE("the pool holds the bound", P, POOLS) {
+  for (const std::size_t bound : {std::size_t{64}, std::size_t{1024}}) {
+    P p{pool_options{.bound = bound}};
+    for (std::size_t i = 0; i < bound + 5; ++i) p.retire(buffer(1000));
+    CHECK(p.retained() == bound);
+    CHECK(p.stats().dropped == 5);
+    CHECK(p.take(1000));
+  }
+}
+
+TEST_CASE_TEMPLATE("a disabled pool answers nothing", P, POOLS) {
+  P p;
+  p.set_enabled(false);
+  CHECK_FALSE(p.enabled());
+  p.retire(buffer(1000));
+  CHECK(p.retained() == 0);
+  CHECK_FALSE(p.take(1000));
+}
+
+TEST_CASE_TEMPLATE("the heap stays flat over repeated rounds", P, POOLS) {
+  P p;
+  const std::size_t sizes[] = {64 << 10, 256 << 10, ceiling};
+  std::uint64_t serial = 0;
+  const auto round = [&] {
+    for (const std::size_t s : sizes) {
+      buffer b = p.acquire(s);
+      fill(b.bytes(), ++serial);
+      p.retire(std::move(b));
+    }
+  };
+  for (int i = 0; i < 50; ++i) round();
+  const memory_use before = memory_use::now();
+  const auto hits_before = p.stats().hits;
+  for (int i = 0; i < 200; ++i) round();
+  const memory_use after = memory_use::now();
+  CHECK(after.in_use <= before.in_use + (4 << 20));
+  CHECK(after.resident <= before.resident + (4 << 20));
+  CHECK(p.stats().hits - hits_before == 200 * std::size(sizes));  // every buffer was reused
+}
+
+// The ownership chain: frames written by one thread, relayed by a second, checked byte by byte
+// and retired by a third, while the first draws every new frame from what comes back. A buffer
+// answered twice, or retired early, would scramble bytes the checker reads.
+TEST_CASE_TEMPLATE("frames ride the chain from writer to relay to checker and back", P, POOLS) {
+  P p;
+  constexpr std::uint64_t rounds = 3000;
+  struct frame {
+    std::uint64_t serial;
+    buffer payload;
+  };
+  channel<frame> to_relay(8), to_checker(8);
+  std::uint64_t bad = 0, checked = 0;
+  std::thread writer([&] {
+    for (std::uint64_t i = 0; i < rounds; ++i) {
+      buffer b = p.acquire(std::size_t{1} << 14 | (i % 7) << 9);  // about 16 KiB, a few classes
+      fill(b.bytes(), i);
+      to_relay.push({i, std::move(b)});
+    }
+  });
+  std::thread relay([&] {
+    for (std::uint64_t i = 0; i < rounds; ++i) to_checker.push(to_relay.pop());
+  });
+  std::thread checker([&] {
+    for (std::uint64_t i = 0; i < rounds; ++i) {
+      frame f = to_checker.pop();
+      bad += f.serial != i || first_difference(f.payload.bytes(), f.serial) != f.payload.size();
+      ++checked;
+      p.retire(std::move(f.payload));
+    }
+  });
+  writer.join();
+  relay.join();
+  checker.join();
+  CHECK(checked == rounds);
+  CHECK(bad == 0);
+  const auto s = p.stats();
+  CHECK(s.hits >= rounds / 2);  // buffers really rode the chain back to the writer
+  CHECK(s.hits + s.misses == rounds);
+}
+
+// ---- beyond the seed ------------------------------------------------------------------------
+
+TEST_CASE_TEMPLATE("a watcher never sees retained() pass the bound", P, POOLS) {
+  constexpr std::size_t bound = 48;
+  P p{pool_options{.bound = bound}};
+  std::atomic<int> working{4};
+  std::atomic<std::size_t> most{0};
+  std::atomic<long> samples{0};
+  run_threads(5, [&](std::size_t t) {
+    if (t == 0) {
+      do {
+        const std::size_t r = p.retained();
+        if (r > most.load()) most.store(r);
+        samples.fetch_add(1);
+      } while (working.load() > 0);
+      return;
+    }
+    std::vector<buffer> held;
+    for (int i = 0; i < 4000; ++i) {
+      const std::size_t size = std::size_t{64} << ((i * 7 + t) % 9);  // 64 B to 16 KiB
+      if (i % 3 == 2) {
+        held.push_back(p.take(size));
+      } else {
+        held.push_back(p.acquire(size));
+      }
+      if (held.size() > 6) {
+        for (auto& b : held) p.retire(std::move(b));
+        held.clear();
+      }
+    }
+    for (auto& b : held) p.retire(std::move(b));
+    working.fetch_sub(1);
+  });
+  CHECK(samples.load() > 0);
+  CHECK(most.load() <= bound);
+  CHECK(p.retained() <= bound);
+}
+
+TEST_CASE_TEMPLATE("no buffer is ever handed to two holders at once", P, POOLS) {
+  P p{pool_options{.bound = 16}};
+  std::atomic<long> clashes{0}, hits{0};
+  run_threads(4, [&](std::size_t t) {
+    for (std::uint64_t i = 0; i < 3000; ++i) {
+      buffer b = p.acquire(512 + (i % 3) * 100);
+      const std::uint64_t mark = t << 32 | i;
+      fill(b.bytes(), mark);
+      std::this_thread::yield();  // give another holder of the same memory time to write
+      clashes.fetch_add(first_difference(b.bytes(), mark) != b.size());
+      p.retire(std::move(b));
+    }
+  });
+  hits = static_cast<long>(p.stats().hits);
+  CHECK(clashes.load() == 0);
+  CHECK(hits.load() > 0);
+}
+
+TEST_CASE_TEMPLATE("trim races with traffic and leaves nothing behind", P, POOLS) {
+  P p{pool_options{.bound = 256}};
+  std::atomic<bool> stop{false};
+  run_threads(4, [&](std::size_t t) {
+    if (t == 0) {
+      for (int i = 0; i < 300; ++i) {
+        p.trim();
+        std::this_thread::yield();
+      }
+      stop.store(true);
+      return;
+    }
+    std::uint64_t i = 0;
+    while (!stop.load()) {
+      buffer b = p.acquire(1000 + (i++ % 5) * 3000);
+      fill(b.bytes(), i);
+      CHECK(first_difference(b.bytes(), i) == b.size());
+      p.retire(std::move(b));
+      if (i % 7 == 0) p.retire(buffer(1000));  // off-class buffers too
+    }
+  });
+  // The traffic threads have exited and given their caches back; one more trim frees all.
+  p.trim();
+  CHECK(p.retained() == 0);
+  CHECK(p.stats().retained_bytes == 0);
+  CHECK_FALSE(p.take(1));
+}
+
+TEST_CASE_TEMPLATE("a zero bound keeps nothing", P, POOLS) {
+  P p{pool_options{.bound = 0}};
+  for (int i = 0; i < 10; ++i) p.retire(p.acquire(4096));
+  CHECK(p.retained() == 0);
+  CHECK_FALSE(p.take(1));
+  const auto s = p.stats();
+  CHECK(s.dropped == 10);
+  CHECK(s.retired == 0);
+  CHECK(s.misses == 11);
+}
+
+TEST_CASE_TEMPLATE("statistics add up", P, POOLS) {
+  P p{pool_options{.bound = 3, .ceiling = 1 << 20}};
+  buffer fresh = p.acquire(100);    // a miss: fresh memory
+  p.retire(buffer(4096));           // kept
+  p.retire(buffer(1000));           // kept (off-class)
+  p.retire(buffer(2 << 20));        // dropped: over the ceiling
+  p.retire(std::move(fresh));       // kept
+  p.retire(buffer(64));             // dropped: the bound
+  p.retire(buffer());               // ignored: empty
+  auto s = p.stats();
+  CHECK(s.retired == 3);
+  CHECK(s.dropped == 2);
+  CHECK(s.misses == 1);
+  CHECK(s.retained == 3);
+  CHECK(s.retained_bytes == 4096 + 1000 + 112);  // 100 fills its class of 112
+  CHECK(p.take(900).capacity() == 1000);
+  CHECK(p.take(100).capacity() == 112);
+  CHECK_FALSE(p.take(8192));
+  s = p.stats();
+  CHECK(s.hits == 2);
+  CHECK(s.misses == 2);
+  CHECK(s.retained == 1);
+  CHECK(s.retained_bytes == 4096);
+  p.trim();
+  CHECK(p.stats().retained == 0);
+  CHECK(p.stats().retained_bytes == 0);
+}
+
+TEST_CASE_TEMPLATE("acquire fills the class, so waste stays under a fifth", P, POOLS) {
+  P p;
+  for (std::size_t n = 1; n <= (1 << 20); n = n * 3 / 2 + 1) {
+    const buffer b = p.acquire(n);
+    CHECK(b.size() == n);
+    CHECK(b.capacity() >= n);
+    if (n > 16) CHECK(b.capacity() - n < b.capacity() / 5);
+    CHECK(reinterpret_cast<std::uintptr_t>(b.data()) % 16 == 0);
+  }
+  // A ceiling that is not a class size: its top class is cut at the ceiling.
+  P q{pool_options{.ceiling = 1000}};
+  buffer top = q.acquire(999);
+  CHECK(top.capacity() == 1000);
+  q.retire(std::move(top));
+  CHECK(q.take(1000).capacity() == 1000);
+  CHECK(q.acquire(1001).capacity() == 1001);  // above the ceiling: exactly what was asked
+}
+
+TEST_CASE_TEMPLATE("an off-class buffer serves every request up to its real capacity", P, POOLS) {
+  P p;
+  p.retire(buffer(1000));
+  CHECK(p.take(1000).capacity() == 1000);
+  p.retire(buffer(1000));
+  p.retire(buffer(1024));
+  p.retire(buffer(980));
+  CHECK(p.take(990).capacity() == 1000);  // the smallest that serves, of three in one class
+  CHECK(p.take(10).capacity() == 980);
+  CHECK(p.take(1).capacity() == 1024);
+  CHECK_FALSE(p.take(1));
+}
+
+TEST_CASE_TEMPLATE("switching the pool off frees what it holds, and on again keeps anew", P, POOLS) {
+  P p;
+  for (int i = 0; i < 40; ++i) p.retire(p.acquire(2048));
+  CHECK(p.retained() > 0);
+  p.set_enabled(false);
+  CHECK(p.retained() == 0);
+  CHECK_FALSE(p.take(2048));
+  p.set_enabled(true);
+  p.retire(p.acquire(2048));
+  CHECK(p.retained() == 1);
+  CHECK(p.take(2048));
+}
+
+TEST_CASE_TEMPLATE("bad sizes get documented answers", P, POOLS) {
+  constexpr std::size_t huge = std::numeric_limits<std::size_t>::max();
+  P p;
+  CHECK_FALSE(p.take(huge));
+  CHECK_THROWS_AS((void)p.acquire(huge), std::bad_alloc);
+  CHECK_THROWS_AS((void)buffer(huge), std::bad_alloc);
+  buffer zero = p.acquire(0);
+  CHECK(zero);
+  CHECK(zero.size() == 0);
+  p.retire(std::move(zero));
+  CHECK_FALSE(zero);  // NOLINT: the moved-from handle is empty
+  p.retire(std::move(zero));  // retiring it again is ignored
+  CHECK(p.retained() == 1);
+  CHECK(p.take(0));
+  P unbounded{pool_options{.bound = huge, .ceiling = huge}};
+  unbounded.retire(buffer(100));
+  CHECK(unbounded.take(50).capacity() == 100);
+  P nothing{pool_options{.ceiling = 0}};
+  nothing.retire(buffer(1));
+  CHECK(nothing.retained() == 0);
+  nothing.retire(buffer(0));
+  CHECK(nothing.take(0));
+}
+
+TEST_CASE("a buffer owns its memory and moves") {
+  buffer a(100, 300);
+  CHECK(a.size() == 100);
+  CHECK(a.capacity() == 300);
+  fill(a.bytes(), 1);
+  std::byte* data = a.data();
+  buffer b = std::move(a);
+  CHECK_FALSE(a);  // NOLINT: moved-from
+  CHECK(b.data() == data);
+  b = std::move(b);  // self-move keeps it
+  CHECK(b.data() == data);
+  CHECK(first_difference(b.bytes(), 1) == 100);
+  buffer c(50, 10);  // a capacity below the size is raised to it
+  CHECK(c.capacity() == 50);
+  c = std::move(b);  // frees c's own memory
+  CHECK(c.capacity() == 300);
+}
