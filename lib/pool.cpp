@@ -186,7 +186,14 @@ thread_cache* enroll(core& c) noexcept {
     c.registry = tc;
     ++c.refs;
   }
-  // A free way, else one whose pool is gone, else the last.
+  // Caches of destroyed pools are let go first (their control blocks are freed with the last
+  // one); then a free way is taken, or else the last way's cache is given back to its pool.
+  for (auto& e : tls_directory) {
+    if (e.cache != nullptr && !e.cache->core.alive.load(std::memory_order_relaxed)) {
+      detach(e.cache);
+      e = {};
+    }
+  }
   auto way = std::find_if(tls_directory.begin(), tls_directory.end(),
                           [](const directory_entry& e) { return e.cache == nullptr; });
   if (way == tls_directory.end()) way = tls_directory.end() - 1;
@@ -415,7 +422,7 @@ void detach(thread_cache* tc) noexcept {
   bool last = false;
   {
     std::lock_guard lock(c.admin_mutex);  // (M)
-    if (c.alive) {
+    if (c.alive.load(std::memory_order_relaxed)) {
       call k{c, tc, tc->seen_state, recorder{&tc->counts, true}};
       const std::uint64_t now = c.state.load(std::memory_order_relaxed);
       if (now != tc->seen_state) sync(c, *tc, now);
@@ -450,7 +457,7 @@ pool::~pool() {
   bool last = false;
   {
     std::lock_guard lock(c.admin_mutex);  // (M)
-    c.alive = false;
+    c.alive.store(false, std::memory_order_relaxed);
     const recorder nobody{&c.departed, true};
     for (thread_cache* tc = c.registry; tc != nullptr; tc = tc->next) {
       if (tc->cached) {

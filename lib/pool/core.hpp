@@ -88,7 +88,9 @@ struct pool::core {
   std::mutex admin_mutex;  // guards what follows, and every cache's fields for non-owners
   detail::thread_cache* registry = nullptr;
   std::size_t refs = 1;    // the pool, and each thread_cache
-  bool alive = true;
+  // False once ~pool has run. Written under admin_mutex; read under it, or without it as a hint
+  // (relaxed) by a thread choosing which of its caches to give up.
+  detail::atomic<bool> alive{true};
   detail::counters departed;  // the counts of caches that are gone
   detail::counters orphans;   // calls from threads without a cache (fetch_add: any thread)
 };

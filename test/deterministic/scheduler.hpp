@@ -1,0 +1,117 @@
+// A deterministic scheduler for tests: it runs a few threads one at a time and switches between
+// them only at atomic operations, as a policy chooses (a seeded random one, or a script). The
+// same seed gives the same interleaving, so any failing schedule can be replayed.
+//
+// The primitives reach it through their one atomic seam: this test's executable compiles the
+// library's sources with SLUICE_ATOMIC_HEADER naming deterministic_atomic.hpp beside this file, whose
+// sluice::detail::atomic calls scheduler::yield() before every operation. Code that blocks on a
+// real mutex while another scheduled thread holds it would deadlock here, so these tests drive
+// the lock-free parts (the gate, the tagged stacks), which never block.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace sluice_test::det {
+
+enum class op { load, store, rmw, cas };
+
+// What a policy is shown at each switch point: who may run, who is about to act, and how.
+struct moment {
+  std::size_t step;                       // switch points so far
+  const std::vector<std::size_t>& runnable;
+  std::size_t current;                    // the thread at this switch point (or none at start)
+  op next_op;
+};
+
+using policy = std::function<std::size_t(const moment&)>;
+
+class scheduler {
+ public:
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+
+  // Runs every body on its own thread, one at a time, switching only where policy says.
+  static std::size_t run(const std::vector<std::function<void()>>& bodies, policy pick) {
+    scheduler& s = instance();
+    {
+      std::lock_guard lock(s.mutex_);
+      s.pick_ = std::move(pick);
+      s.done_.assign(bodies.size(), false);
+      s.step_ = 0;
+      s.current_ = s.choose(none, op::load);
+    }
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < bodies.size(); ++i) {
+      threads.emplace_back([&s, &bodies, i] {
+        me = i;
+        s.wait_turn(i);
+        bodies[i]();
+        s.finish(i);
+        me = none;
+      });
+    }
+    for (auto& t : threads) t.join();
+    return s.step_;
+  }
+
+  // A switch point, before an atomic operation. Threads the scheduler does not run pass through.
+  static void yield(op next) {
+    if (me == none) return;
+    scheduler& s = instance();
+    std::unique_lock lock(s.mutex_);
+    s.current_ = s.choose(me, next);
+    s.turn_.notify_all();
+    s.turn_.wait(lock, [&] { return s.current_ == me; });
+  }
+
+  // A policy that picks uniformly at random from a seed.
+  static policy random(std::uint64_t seed) {
+    return [rng = std::mt19937_64(seed)](const moment& m) mutable {
+      return m.runnable[rng() % m.runnable.size()];
+    };
+  }
+
+ private:
+  static scheduler& instance() {
+    static scheduler s;
+    return s;
+  }
+
+  std::size_t choose(std::size_t current, op next) {
+    std::vector<std::size_t> runnable;
+    for (std::size_t i = 0; i < done_.size(); ++i) {
+      if (!done_[i]) runnable.push_back(i);
+    }
+    if (runnable.empty()) return none;
+    return pick_(moment{step_++, runnable, current, next});
+  }
+
+  void wait_turn(std::size_t i) {
+    std::unique_lock lock(mutex_);
+    turn_.wait(lock, [&] { return current_ == i; });
+  }
+
+  void finish(std::size_t i) {
+    std::lock_guard lock(mutex_);
+    done_[i] = true;
+    current_ = choose(none, op::load);
+    turn_.notify_all();
+  }
+
+  static inline thread_local std::size_t me = none;
+
+  std::mutex mutex_;
+  std::condition_variable turn_;
+  policy pick_;
+  std::vector<bool> done_;
+  std::size_t step_ = 0;
+  std::size_t current_ = none;
+};
+
+}  // namespace sluice_test::det
