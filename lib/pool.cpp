@@ -24,6 +24,7 @@ namespace sluice {
 using detail::chain;
 using detail::counters;
 using detail::held;
+using detail::magazine;
 using detail::no_slot;
 using detail::slot_index;
 using detail::thread_cache;
@@ -35,7 +36,7 @@ constexpr std::uint32_t spare_places_limit = 2 * max_batch;
 constexpr std::uint32_t free_slots_batch = 32;   // slots move between caches and the free stack
 constexpr std::uint32_t free_slots_limit = 2 * free_slots_batch;
 
-std::atomic<std::uint64_t> next_pool_id{1};  // 0 marks an empty directory entry
+detail::atomic<std::uint64_t> next_pool_id{1};  // 0 marks an empty directory entry
 
 bool enabled_in(std::uint64_t state) noexcept { return (state & detail::enabled_bit) != 0; }
 std::uint64_t generation_of(std::uint64_t state) noexcept { return state / detail::one_generation; }
@@ -91,17 +92,25 @@ thread_local reaper tls_reaper;
 detail::thread_cache::thread_cache(pool::core& c)
     : core(c),
       seen_state(c.state.load(std::memory_order_relaxed)),
-      cached(c.caching ? std::make_unique<local_chain[]>(c.classes.count()) : nullptr) {}
+      magazines(c.caching ? std::make_unique<magazine*[]>(c.classes.count()) : nullptr) {}
+
+detail::thread_cache::~thread_cache() {
+  if (!magazines) return;
+  for (std::size_t cls = 0; cls < core.classes.count(); ++cls) delete magazines[cls];
+}
 
 pool::core::core(const pool_options& o)
     : id(next_pool_id.fetch_add(1, std::memory_order_relaxed)),
       classes(o.ceiling),
+      class_size(std::make_unique<std::size_t[]>(classes.count())),
       bound(o.bound),
       caching(o.thread_cache),
       state(o.enabled ? detail::enabled_bit : 0),
       stacks(std::make_unique<detail::tagged_stack[]>(classes.count())),
       off_class(classes.count()),
-      off_class_nonempty(std::make_unique<detail::atomic<bool>[]>(classes.count())) {}
+      off_class_nonempty(std::make_unique<detail::atomic<bool>[]>(classes.count())) {
+  for (std::size_t cls = 0; cls < classes.count(); ++cls) class_size[cls] = classes.size(cls);
+}
 
 namespace {
 
@@ -113,21 +122,56 @@ struct call {
   core& c;
   thread_cache* tc;      // null: this thread has no cache (it is exiting, or none could be made)
   std::uint64_t state;   // the state word this call acts under
-  recorder rec;
+
+  // Where this call counts what it did: its thread's counters, or the shared orphans'.
+  recorder rec() const noexcept { return tc != nullptr ? recorder{&tc->counts, true} : recorder{&c.orphans, false}; }
 };
 
-void unreserve(core& c, std::size_t n) noexcept;
+// ---- the bound ------------------------------------------------------------------------------
 
-// The chain of a cache's local list, with its last slot found.
-chain whole(core& c, const thread_cache::local_chain& ch) noexcept {
-  chain out{ch.first, ch.first, ch.count};
-  for (std::uint32_t j = 1; j < ch.count; ++j) out.last = c.slots[out.last].next.load(std::memory_order_relaxed);
-  return out;
+// Takes up to n places of the bound; answers how many.
+[[gnu::cold, gnu::noinline]] std::size_t reserve(core& c, std::size_t n) noexcept {
+  std::size_t used = c.reserved.load(std::memory_order_relaxed);
+  std::size_t got = 0;
+  do {
+    if (used >= c.bound) return 0;
+    got = std::min(n, c.bound - used);
+  } while (!c.reserved.compare_exchange_weak(used, used + got, std::memory_order_relaxed));
+  return got;
 }
+
+void unreserve(core& c, std::size_t n) noexcept { c.reserved.fetch_sub(n, std::memory_order_relaxed); }
+
+bool caches(const call& k) noexcept { return k.tc != nullptr && k.tc->magazines; }
+
+// One place of the bound for a buffer about to be kept: from this thread's spare places, which
+// it refills a batch at a time when it caches; else straight from the shared counter.
+[[gnu::always_inline]] inline bool take_place(call& k) noexcept {
+  if (!caches(k)) return reserve(k.c, 1) == 1;
+  std::uint32_t spare = k.tc->spare.load(std::memory_order_relaxed);
+  if (spare == 0) spare = static_cast<std::uint32_t>(reserve(k.c, max_batch));
+  if (spare == 0) return false;
+  k.tc->spare.store(spare - 1, std::memory_order_relaxed);
+  return true;
+}
+
+// The place of a buffer that left the pool: kept as a spare by a caching thread (up to a limit),
+// else given back to the shared counter.
+[[gnu::always_inline]] inline void give_place(call& k) noexcept {
+  if (!caches(k)) return unreserve(k.c, 1);
+  std::uint32_t spare = k.tc->spare.load(std::memory_order_relaxed) + 1;
+  if (spare > spare_places_limit) {
+    unreserve(k.c, max_batch);
+    spare -= max_batch;
+  }
+  k.tc->spare.store(spare, std::memory_order_relaxed);
+}
+
+// ---- slots ----------------------------------------------------------------------------------
 
 // Gives slots with no buffer back: to tc's spare slots (the excess to the free stack), or to the
 // free stack when there is no cache.
-void release_slots(core& c, thread_cache* tc, chain ch) noexcept {
+[[gnu::cold, gnu::noinline]] void release_slots(core& c, thread_cache* tc, chain ch) noexcept {
   if (tc == nullptr) {
     c.free_slots.push_chain(c.slots, ch);
     return;
@@ -136,41 +180,134 @@ void release_slots(core& c, thread_cache* tc, chain ch) noexcept {
   c.slots[ch.last].next.store(mine.first, std::memory_order_relaxed);
   mine = {ch.first, mine.count + ch.count};
   if (mine.count > free_slots_limit) {
-    const chain excess = whole(c, {mine.first, free_slots_batch});
+    chain excess{mine.first, mine.first, free_slots_batch};
+    for (std::uint32_t j = 1; j < free_slots_batch; ++j) excess.last = c.slots[excess.last].next.load(std::memory_order_relaxed);
     mine = {c.slots[excess.last].next.load(std::memory_order_relaxed), mine.count - free_slots_batch};
     c.free_slots.push_chain(c.slots, excess);
   }
 }
 
-// Frees the buffers on a cache's chain (each of this capacity) and empties the chain; answers
-// the slots they were in.
-chain free_chain(core& c, thread_cache::local_chain& ch, std::size_t capacity, const recorder& rec) noexcept {
-  const chain slots = whole(c, ch);
-  slot_index i = ch.first;
-  for (std::uint32_t j = 0; j < ch.count; ++j) {
-    detail::free_bytes(c.slots[i].data);
-    i = c.slots[i].next.load(std::memory_order_relaxed);
+// A slot for a buffer to be kept: from this thread's spare slots, the free stack, or a new
+// chunk. no_slot when none can be had (no memory, or all 2^32 - 1 made).
+[[gnu::cold, gnu::noinline]] slot_index get_slot(call& k) noexcept {
+  thread_cache::local_chain* mine = k.tc ? &k.tc->free_slots : nullptr;
+  if (mine != nullptr && mine->count > 0) {
+    const slot_index i = mine->first;
+    *mine = {k.c.slots[i].next.load(std::memory_order_relaxed), mine->count - 1};
+    return i;
   }
-  rec.add(&counters::bytes_out, std::uint64_t{ch.count} * capacity);
-  ch = {};
-  return slots;
+  for (;;) {
+    const chain got = k.c.free_slots.pop_chain(k.c.slots, mine != nullptr ? free_slots_batch : 1);
+    if (got.count > 0) {
+      if (got.count > 1) *mine = {k.c.slots[got.first].next.load(std::memory_order_relaxed), got.count - 1};
+      return got.first;
+    }
+    try {
+      slot_index made = 0;
+      const auto [first, last] = k.c.slots.grow(made);
+      if (made == 0) return no_slot;
+      k.c.free_slots.push_chain(k.c.slots, chain{first, last, made});
+    } catch (const std::bad_alloc&) {
+      return no_slot;
+    }
+  }
+}
+
+// ---- the shared stacks ----------------------------------------------------------------------
+
+// Empties stack cls, freeing its buffers.
+[[gnu::cold, gnu::noinline]] void drain(call& k, std::size_t cls) noexcept {
+  const chain got = k.c.stacks[cls].pop_all(k.c.slots);  // (S3)
+  if (got.count == 0) return;
+  slot_index i = got.first;
+  for (std::uint32_t j = 0; j < got.count; ++j) {
+    detail::free_bytes(k.c.slots[i].data);
+    i = k.c.slots[i].next.load(std::memory_order_relaxed);
+  }
+  k.rec().add(&counters::bytes_out, std::uint64_t{got.count} * k.c.classes.size(cls));
+  unreserve(k.c, got.count);
+  release_slots(k.c, k.tc, got);
+}
+
+// Pushes a chain of buffers of class cls to its stack, keeping the handshake (H) with trim.
+void publish(call& k, std::size_t cls, const chain& ch) noexcept {
+  k.c.stacks[cls].push_chain(k.c.slots, ch);                                // (S1), seq_cst
+  if (k.c.state.load(std::memory_order_seq_cst) != k.state) drain(k, cls);  // (H)
+}
+
+// Frees n buffers of class cls that the pool held, and gives back their places.
+void free_held(call& k, std::size_t cls, std::byte* const* items, std::uint32_t n) noexcept {
+  for (std::uint32_t j = 0; j < n; ++j) detail::free_bytes(items[j]);
+  k.rec().add(&counters::bytes_out, std::uint64_t{n} * k.c.classes.size(cls));
+  unreserve(k.c, n);
+}
+
+// ---- magazines --------------------------------------------------------------------------------
+
+// This thread's magazine for class cls, made at first use; null when it caches nothing or no
+// memory can be had (the call then goes to the shared stack directly).
+[[gnu::cold, gnu::noinline]] magazine* make_magazine(call& k, std::size_t cls) noexcept {
+  magazine* m = new (std::nothrow) magazine;
+  if (m != nullptr) m->limit = 2 * detail::batch_size(k.c.classes.size(cls));
+  return k.tc->magazines[cls] = m;
+}
+
+[[gnu::always_inline]] inline magazine* magazine_for(call& k, std::size_t cls) noexcept {
+  if (!caches(k)) return nullptr;
+  magazine* m = k.tc->magazines[cls];
+  return m != nullptr ? m : make_magazine(k, cls);
+}
+
+// Moves the oldest n buffers of a magazine to the shared stack, as one chain.
+[[gnu::cold, gnu::noinline]] void flush(call& k, std::size_t cls, magazine& m, std::uint32_t n) noexcept {
+  chain out;
+  while (out.count < n) {
+    const slot_index i = get_slot(k);
+    if (i == no_slot) break;
+    k.c.slots[i].data = m.items[out.count];
+    if (out.count == 0) {
+      out.first = i;
+    } else {
+      k.c.slots[out.last].next.store(i, std::memory_order_relaxed);
+    }
+    out.last = i;
+    ++out.count;
+  }
+  if (out.count > 0) publish(k, cls, out);
+  free_held(k, cls, m.items + out.count, n - out.count);  // no slot for them: rare
+  std::copy(m.items + n, m.items + m.count, m.items);
+  m.count -= n;
+}
+
+// Fills an empty magazine with a batch from the shared stack; their places come with them.
+[[gnu::cold, gnu::noinline]] void refill(call& k, std::size_t cls, magazine& m) noexcept {
+  const chain got = k.c.stacks[cls].pop_chain(k.c.slots, m.limit / 2);  // (S2)
+  slot_index i = got.first;
+  for (std::uint32_t j = 0; j < got.count; ++j) {
+    m.items[m.count++] = k.c.slots[i].data;
+    i = k.c.slots[i].next.load(std::memory_order_relaxed);
+  }
+  if (got.count > 0) release_slots(k.c, k.tc, got);
 }
 
 // Frees what tc caches and gives back its places of the bound (after a trim, or when the pool
 // is disabled). Owner only.
-void empty_cache(core& c, thread_cache& tc, const recorder& rec) noexcept {
-  std::size_t freed = 0;
-  if (tc.cached) {
-    for (std::size_t k = 0; k < c.classes.count(); ++k) {
-      if (tc.cached[k].count == 0) continue;
-      freed += tc.cached[k].count;
-      release_slots(c, &tc, free_chain(c, tc.cached[k], c.classes.size(k), rec));
+void empty_cache(core& c, thread_cache& tc) noexcept {
+  call k{c, &tc, tc.seen_state};
+  if (tc.magazines) {
+    for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+      if (magazine* m = tc.magazines[cls]; m != nullptr && m->count > 0) {
+        free_held(k, cls, m->items, m->count);
+        m->count = 0;
+      }
     }
   }
-  unreserve(c, freed + tc.spare.exchange(0, std::memory_order_relaxed));
+  unreserve(c, tc.spare.exchange(0, std::memory_order_relaxed));
 }
 
-thread_cache* enroll(core& c) noexcept {
+// ---- finding this thread's cache ------------------------------------------------------------
+
+[[gnu::cold, gnu::noinline]] thread_cache* enroll(core& c) noexcept {
   if (tls_torn_down) return nullptr;
   thread_cache* tc = nullptr;
   try {
@@ -202,14 +339,16 @@ thread_cache* enroll(core& c) noexcept {
   return tc;
 }
 
-void sync(core& c, thread_cache& tc, std::uint64_t state) noexcept {
+[[gnu::cold, gnu::noinline]] void sync(core& c, thread_cache& tc, std::uint64_t state) noexcept {
   if (generation_of(state) != generation_of(tc.seen_state) || !enabled_in(state)) {
-    empty_cache(c, tc, recorder{&tc.counts, true});
+    empty_cache(c, tc);
   }
   tc.seen_state = state;
 }
 
-call begin(core& c) noexcept {
+// Every call starts here: this thread's cache for the pool (a few compares in static TLS), and
+// the state word it acts under. Inlined: it is most of a cache hit's cost.
+[[gnu::always_inline]] inline call begin(core& c) noexcept {
   thread_cache* tc = nullptr;
   for (const auto& e : tls_directory) {
     if (e.id == c.id) {
@@ -221,162 +360,48 @@ call begin(core& c) noexcept {
   // Relaxed: a change made by trim or set_enabled reaches this thread at some later call; the
   // buffers it must not keep meanwhile are covered by the handshake (H).
   const std::uint64_t state = c.state.load(std::memory_order_relaxed);
-  if (tc == nullptr) return {c, nullptr, state, recorder{&c.orphans, false}};
-  if (state != tc->seen_state) sync(c, *tc, state);
-  return {c, tc, state, recorder{&tc->counts, true}};
-}
-
-// ---- the bound ------------------------------------------------------------------------------
-
-// Takes up to n places of the bound; answers how many.
-std::size_t reserve(core& c, std::size_t n) noexcept {
-  std::size_t used = c.reserved.load(std::memory_order_relaxed);
-  std::size_t got = 0;
-  do {
-    if (used >= c.bound) return 0;
-    got = std::min(n, c.bound - used);
-  } while (!c.reserved.compare_exchange_weak(used, used + got, std::memory_order_relaxed));
-  return got;
-}
-
-void unreserve(core& c, std::size_t n) noexcept { c.reserved.fetch_sub(n, std::memory_order_relaxed); }
-
-bool caches(const call& k) noexcept { return k.tc != nullptr && k.tc->cached; }
-
-// One place of the bound for a buffer about to be kept: from this thread's spare places, which
-// it refills a batch at a time when it caches; else straight from the shared counter.
-bool take_place(call& k) noexcept {
-  if (!caches(k)) return reserve(k.c, 1) == 1;
-  std::uint32_t spare = k.tc->spare.load(std::memory_order_relaxed);
-  if (spare == 0) spare = static_cast<std::uint32_t>(reserve(k.c, max_batch));
-  if (spare == 0) return false;
-  k.tc->spare.store(spare - 1, std::memory_order_relaxed);
-  return true;
-}
-
-// The place of a buffer that left the pool: kept as a spare by a caching thread (up to a limit),
-// else given back to the shared counter.
-void give_place(call& k) noexcept {
-  if (!caches(k)) return unreserve(k.c, 1);
-  std::uint32_t spare = k.tc->spare.load(std::memory_order_relaxed) + 1;
-  if (spare > spare_places_limit) {
-    unreserve(k.c, max_batch);
-    spare -= max_batch;
-  }
-  k.tc->spare.store(spare, std::memory_order_relaxed);
-}
-
-// ---- slots ----------------------------------------------------------------------------------
-
-// A slot for a buffer to be kept: from this thread's spare slots, the free stack, or a new
-// chunk. no_slot when none can be had (no memory, or all 2^32 - 1 made).
-slot_index get_slot(call& k) noexcept {
-  thread_cache::local_chain* mine = k.tc ? &k.tc->free_slots : nullptr;
-  if (mine != nullptr && mine->count > 0) {
-    const slot_index i = mine->first;
-    mine->first = k.c.slots[i].next.load(std::memory_order_relaxed);
-    --mine->count;
-    return i;
-  }
-  for (;;) {
-    const chain got = k.c.free_slots.pop_chain(k.c.slots, mine != nullptr ? free_slots_batch : 1);
-    if (got.count > 0) {
-      if (got.count > 1) *mine = {k.c.slots[got.first].next.load(std::memory_order_relaxed), got.count - 1};
-      return got.first;
-    }
-    try {
-      slot_index made = 0;
-      const auto [first, last] = k.c.slots.grow(made);
-      if (made == 0) return no_slot;
-      k.c.free_slots.push_chain(k.c.slots, chain{first, last, made});
-    } catch (const std::bad_alloc&) {
-      return no_slot;
-    }
-  }
-}
-
-// ---- the shared stacks ----------------------------------------------------------------------
-
-// Empties stack k, freeing its buffers.
-void drain(call& k, std::size_t cls) noexcept {
-  const chain got = k.c.stacks[cls].pop_all(k.c.slots);  // (S3)
-  if (got.count == 0) return;
-  slot_index i = got.first;
-  for (std::uint32_t j = 0; j < got.count; ++j) {
-    detail::free_bytes(k.c.slots[i].data);
-    i = k.c.slots[i].next.load(std::memory_order_relaxed);
-  }
-  k.rec.add(&counters::bytes_out, std::uint64_t{got.count} * k.c.classes.size(cls));
-  unreserve(k.c, got.count);
-  release_slots(k.c, k.tc, got);
-}
-
-// Pushes a chain of buffers of class cls to its stack, keeping the handshake (H) with trim.
-void publish(call& k, std::size_t cls, const chain& ch) noexcept {
-  k.c.stacks[cls].push_chain(k.c.slots, ch);                       // (S1), seq_cst
-  if (k.c.state.load(std::memory_order_seq_cst) != k.state) drain(k, cls);  // (H)
-}
-
-// Moves n buffers from the top of this thread's chain for cls to the shared stack.
-void flush(call& k, std::size_t cls, std::uint32_t n) noexcept {
-  auto& mine = k.tc->cached[cls];
-  chain out{mine.first, mine.first, n};
-  for (std::uint32_t j = 1; j < n; ++j) out.last = k.c.slots[out.last].next.load(std::memory_order_relaxed);
-  mine = {k.c.slots[out.last].next.load(std::memory_order_relaxed), mine.count - n};
-  publish(k, cls, out);
+  if (tc != nullptr && state != tc->seen_state) sync(c, *tc, state);
+  return {c, tc, state};
 }
 
 // ---- take and retire, per kind of buffer ----------------------------------------------------
 
-// A buffer of class cls from this thread's cache or the shared stack, or null.
-std::byte* take_on_class(call& k, std::size_t cls) noexcept {
-  core& c = k.c;
-  if (k.tc != nullptr && k.tc->cached) {
-    auto& mine = k.tc->cached[cls];
-    if (mine.count == 0) {
-      const chain got = c.stacks[cls].pop_chain(c.slots, detail::batch_size(c.classes.size(cls)));
-      if (got.count == 0) return nullptr;
-      mine = {got.first, got.count};  // their places of the bound come with them
-    }
-    const slot_index i = mine.first;
-    std::byte* data = c.slots[i].data;
-    mine = {c.slots[i].next.load(std::memory_order_relaxed), mine.count - 1};
-    release_slots(c, k.tc, chain{i, i, 1});
-    give_place(k);
-    return data;
+// A buffer of class cls from this thread's magazine or the shared stack, or null.
+[[gnu::always_inline]] inline std::byte* take_on_class(call& k, std::size_t cls) noexcept {
+  if (magazine* m = magazine_for(k, cls)) {
+    if (m->count == 0) refill(k, cls, *m);
+    if (m->count == 0) return nullptr;
+    give_place(k);  // the place stays with this thread as a spare, for its next retire
+    return m->items[--m->count];
   }
-  const chain got = c.stacks[cls].pop_chain(c.slots, 1);
+  const chain got = k.c.stacks[cls].pop_chain(k.c.slots, 1);  // (S2)
   if (got.count == 0) return nullptr;
-  std::byte* data = c.slots[got.first].data;
+  std::byte* data = k.c.slots[got.first].data;
   release_slots(k.c, k.tc, got);
   give_place(k);
   return data;
 }
 
 // Keeps a buffer of class cls; false when the bound or the slots are exhausted.
-bool retire_on_class(call& k, std::size_t cls, std::byte* data) noexcept {
-  core& c = k.c;
+[[gnu::always_inline]] inline bool retire_on_class(call& k, std::size_t cls, std::byte* data) noexcept {
+  magazine* m = magazine_for(k, cls);
   if (!take_place(k)) return false;
+  if (m != nullptr) {
+    if (m->count == m->limit) flush(k, cls, *m, m->limit / 2);
+    m->items[m->count++] = data;
+    return true;
+  }
   const slot_index i = get_slot(k);
   if (i == no_slot) {
     give_place(k);
     return false;
   }
-  c.slots[i].data = data;
-  if (!caches(k)) {
-    publish(k, cls, chain{i, i, 1});
-    return true;
-  }
-  auto& mine = k.tc->cached[cls];
-  c.slots[i].next.store(mine.first, std::memory_order_relaxed);
-  mine = {i, mine.count + 1};
-  if (const std::uint32_t batch = detail::batch_size(c.classes.size(cls)); mine.count >= 2 * batch) {
-    flush(k, cls, batch);
-  }
+  k.c.slots[i].data = data;
+  publish(k, cls, chain{i, i, 1});
   return true;
 }
 
-std::optional<held> take_off_class(call& k, std::size_t cls, std::size_t size) noexcept {
+[[gnu::cold, gnu::noinline]] std::optional<held> take_off_class(call& k, std::size_t cls, std::size_t size) noexcept {
   std::optional<held> h;
   {
     std::lock_guard lock(k.c.shelf_mutex);
@@ -387,7 +412,7 @@ std::optional<held> take_off_class(call& k, std::size_t cls, std::size_t size) n
   return h;
 }
 
-bool retire_off_class(call& k, std::size_t cls, held h) noexcept {
+[[gnu::cold, gnu::noinline]] bool retire_off_class(call& k, std::size_t cls, held h) noexcept {
   if (!take_place(k)) return false;
   {
     std::lock_guard lock(k.c.shelf_mutex);
@@ -416,26 +441,28 @@ void fold(counters& into, const counters& from) noexcept {
 }
 
 // Gives a cache back to its pool (its thread is exiting, or needs the directory way) and lets
-// go of the pool's control block.
+// go of the pool's control block. Runs on the cache's own thread.
 void detach(thread_cache* tc) noexcept {
   core& c = tc->core;
   bool last = false;
   {
     std::lock_guard lock(c.admin_mutex);  // (M)
     if (c.alive.load(std::memory_order_relaxed)) {
-      call k{c, tc, tc->seen_state, recorder{&tc->counts, true}};
       const std::uint64_t now = c.state.load(std::memory_order_relaxed);
       if (now != tc->seen_state) sync(c, *tc, now);
-      k.state = now;
-      if (tc->cached) {
+      call k{c, tc, now};
+      if (tc->magazines) {
         for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
-          auto& mine = tc->cached[cls];
-          if (mine.count > 0) flush(k, cls, mine.count);
+          if (magazine* m = tc->magazines[cls]; m != nullptr && m->count > 0) flush(k, cls, *m, m->count);
         }
       }
       unreserve(c, tc->spare.exchange(0, std::memory_order_relaxed));
-      if (tc->free_slots.count > 0) release_slots(c, nullptr, whole(c, tc->free_slots));
-      tc->free_slots = {};
+      if (tc->free_slots.count > 0) {
+        chain rest{tc->free_slots.first, tc->free_slots.first, tc->free_slots.count};
+        for (std::uint32_t j = 1; j < rest.count; ++j) rest.last = c.slots[rest.last].next.load(std::memory_order_relaxed);
+        release_slots(c, nullptr, rest);
+        tc->free_slots = {};
+      }
       fold(c.departed, tc->counts);
     }
     (tc->prev != nullptr ? tc->prev->next : c.registry) = tc->next;
@@ -444,6 +471,85 @@ void detach(thread_cache* tc) noexcept {
   }
   delete tc;
   if (last) delete &c;
+}
+
+// ---- take and retire in full, and their fast paths ----------------------------------------
+
+// The general take and retire: every rule, every kind of buffer and thread.
+[[gnu::noinline]] buffer take_general(core& c, std::size_t size) {
+  call k = begin(c);
+  const auto& classes = c.classes;
+  if (enabled_in(k.state) && size <= classes.ceiling()) {
+    for (std::size_t cls = classes.of(size); cls < classes.count(); ++cls) {
+      // Within a class, off-class buffers are the smaller: look at them first.
+      if (c.off_class_nonempty[cls].load(std::memory_order_relaxed)) {
+        if (const auto h = take_off_class(k, cls, size)) {
+          k.rec().add(&counters::hits, 1);
+          k.rec().add(&counters::bytes_out, h->capacity);
+          return detail::buffer_access::make(*h, size);
+        }
+      }
+      if (std::byte* data = take_on_class(k, cls)) {
+        k.rec().add(&counters::hits, 1);
+        const std::size_t capacity = c.class_size[cls];
+        k.rec().add(&counters::bytes_out, capacity);
+        return detail::buffer_access::make(held{data, capacity}, size);
+      }
+    }
+  }
+  k.rec().add(&counters::misses, 1);
+  return {};
+}
+
+[[gnu::noinline]] void retire_general(core& c, held h) noexcept {
+  call k = begin(c);
+  const auto& classes = c.classes;
+  bool kept = false;
+  if (enabled_in(k.state) && h.capacity <= classes.ceiling()) {
+    const std::size_t cls = classes.of(h.capacity);
+    kept = c.class_size[cls] == h.capacity ? retire_on_class(k, cls, h.data) : retire_off_class(k, cls, h);
+  }
+  if (kept) {
+    k.rec().add(&counters::retired, 1);
+    k.rec().add(&counters::bytes_in, h.capacity);
+  } else {
+    k.rec().add(&counters::dropped, 1);
+    detail::free_bytes(h.data);
+  }
+}
+
+// The fast paths: a thread whose cache is current, a buffer of the pool's own classes, and a
+// magazine that can answer (take) or keep (retire) it. Each is a strict subset of the general
+// path, taken only where that path would do exactly the same; anything else falls through to it.
+[[gnu::always_inline]] inline thread_cache* current_cache(core& c) noexcept {
+  for (const auto& e : tls_directory) {
+    if (e.id == c.id) {
+      thread_cache* tc = e.cache;
+      return tc->magazines && c.state.load(std::memory_order_relaxed) == tc->seen_state  // as begin()
+                 ? tc
+                 : nullptr;
+    }
+  }
+  return nullptr;
+}
+
+[[gnu::always_inline]] inline buffer take_fast(core& c, std::size_t size) {
+  thread_cache* tc = current_cache(c);
+  if (tc != nullptr && enabled_in(tc->seen_state) && size <= c.classes.ceiling()) {
+    const std::size_t cls = c.classes.of(size);
+    magazine* m = tc->magazines[cls];
+    const std::uint32_t spare = tc->spare.load(std::memory_order_relaxed) + 1;
+    if (m != nullptr && m->count > 0 && spare <= spare_places_limit &&
+        !c.off_class_nonempty[cls].load(std::memory_order_relaxed)) {
+      const std::size_t capacity = c.class_size[cls];
+      tc->spare.store(spare, std::memory_order_relaxed);
+      const recorder rec{&tc->counts, true};
+      rec.add(&counters::hits, 1);
+      rec.add(&counters::bytes_out, capacity);
+      return detail::buffer_access::make(held{m->items[--m->count], capacity}, size);
+    }
+  }
+  return take_general(c, size);
 }
 
 }  // namespace
@@ -458,15 +564,19 @@ pool::~pool() {
   {
     std::lock_guard lock(c.admin_mutex);  // (M)
     c.alive.store(false, std::memory_order_relaxed);
-    const recorder nobody{&c.departed, true};
+    call k{c, nullptr, 0};  // what it frees is counted with the orphans, which die with it
     for (thread_cache* tc = c.registry; tc != nullptr; tc = tc->next) {
-      if (tc->cached) {
-        for (std::size_t cls = 0; cls < c.classes.count(); ++cls) (void)free_chain(c, tc->cached[cls], 0, nobody);
+      if (tc->magazines) {
+        for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+          if (magazine* m = tc->magazines[cls]; m != nullptr) {
+            free_held(k, cls, m->items, m->count);
+            m->count = 0;
+          }
+        }
       }
       tc->free_slots = {};
       tc->spare.store(0, std::memory_order_relaxed);
     }
-    call k{c, nullptr, 0, nobody};
     for (std::size_t cls = 0; cls < c.classes.count(); ++cls) drain(k, cls);
     {
       std::lock_guard shelf_lock(c.shelf_mutex);
@@ -479,52 +589,32 @@ pool::~pool() {
   if (last) delete &c;
 }
 
-buffer pool::take(std::size_t size) {
-  call k = begin(*core_);
-  const auto& classes = core_->classes;
-  if (enabled_in(k.state) && size <= classes.ceiling()) {
-    for (std::size_t cls = classes.of(size); cls < classes.count(); ++cls) {
-      // Within a class, off-class buffers are the smaller: look at them first.
-      if (core_->off_class_nonempty[cls].load(std::memory_order_relaxed)) {
-        if (const auto h = take_off_class(k, cls, size)) {
-          k.rec.add(&counters::hits, 1);
-          k.rec.add(&counters::bytes_out, h->capacity);
-          return detail::buffer_access::make(*h, size);
-        }
-      }
-      if (std::byte* data = take_on_class(k, cls)) {
-        k.rec.add(&counters::hits, 1);
-        k.rec.add(&counters::bytes_out, classes.size(cls));
-        return detail::buffer_access::make(held{data, classes.size(cls)}, size);
-      }
-    }
-  }
-  k.rec.add(&counters::misses, 1);
-  return {};
-}
+buffer pool::take(std::size_t size) { return take_fast(*core_, size); }
 
 buffer pool::acquire(std::size_t size) {
-  if (buffer b = take(size)) return b;
+  if (buffer b = take_fast(*core_, size)) return b;
   return buffer(size, core_->classes.fresh_capacity(size));
 }
 
 void pool::retire(buffer&& b) noexcept {
   if (!b) return;
   const held h = detail::buffer_access::release(b);
-  call k = begin(*core_);
-  const auto& classes = core_->classes;
-  bool kept = false;
-  if (enabled_in(k.state) && h.capacity <= classes.ceiling()) {
-    const std::size_t cls = classes.of(h.capacity);
-    kept = classes.on_class(h.capacity) ? retire_on_class(k, cls, h.data) : retire_off_class(k, cls, h);
+  core& c = *core_;
+  thread_cache* tc = current_cache(c);
+  if (tc != nullptr && enabled_in(tc->seen_state) && h.capacity <= c.classes.ceiling()) {
+    const std::size_t cls = c.classes.of(h.capacity);
+    magazine* m = tc->magazines[cls];
+    const std::uint32_t spare = tc->spare.load(std::memory_order_relaxed);
+    if (m != nullptr && m->count < m->limit && spare > 0 && c.class_size[cls] == h.capacity) {
+      m->items[m->count++] = h.data;
+      tc->spare.store(spare - 1, std::memory_order_relaxed);
+      const recorder rec{&tc->counts, true};
+      rec.add(&counters::retired, 1);
+      rec.add(&counters::bytes_in, h.capacity);
+      return;
+    }
   }
-  if (kept) {
-    k.rec.add(&counters::retired, 1);
-    k.rec.add(&counters::bytes_in, h.capacity);
-  } else {
-    k.rec.add(&counters::dropped, 1);
-    detail::free_bytes(h.data);
-  }
+  retire_general(c, h);
 }
 
 void pool::set_enabled(bool on) noexcept {
@@ -552,7 +642,7 @@ void pool::trim() noexcept {
     }
   }
   unreserve(*core_, count);
-  k.rec.add(&counters::bytes_out, bytes);
+  k.rec().add(&counters::bytes_out, bytes);
   if (k.tc != nullptr) sync(*core_, *k.tc, k.state);  // this thread's own cache, now
 }
 

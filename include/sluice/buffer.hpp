@@ -10,7 +10,9 @@
 #pragma once
 
 #include <cstddef>
+#include <new>
 #include <span>
+#include <utility>
 
 namespace sluice {
 
@@ -23,9 +25,20 @@ class buffer {
   buffer() noexcept = default;                      // holds nothing
   explicit buffer(std::size_t size);                // fresh memory: size() == capacity() == size
   buffer(std::size_t size, std::size_t capacity);   // fresh memory: capacity() == max(size, capacity)
-  buffer(buffer&& other) noexcept;
-  buffer& operator=(buffer&& other) noexcept;       // self-move leaves the buffer as it was
-  ~buffer();
+  buffer(buffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        capacity_(std::exchange(other.capacity_, 0)) {}
+  buffer& operator=(buffer&& other) noexcept {      // self-move leaves the buffer as it was
+    if (this != &other) {
+      release();
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+      capacity_ = std::exchange(other.capacity_, 0);
+    }
+    return *this;
+  }
+  ~buffer() { release(); }
 
   std::byte* data() noexcept { return data_; }
   const std::byte* data() const noexcept { return data_; }
@@ -39,6 +52,9 @@ class buffer {
   friend struct detail::buffer_access;
   buffer(std::byte* data, std::size_t size, std::size_t capacity) noexcept
       : data_(data), size_(size), capacity_(capacity) {}
+  void release() noexcept {
+    if (data_ != nullptr) ::operator delete(data_);
+  }
 
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;

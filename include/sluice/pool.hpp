@@ -30,8 +30,8 @@
 // and depot design of Bonwick and Adams, USENIX 2001), so a take or retire that hits the cache
 // costs no atomic read-modify-write at all. What that relaxes:
 //   - take on one thread may miss buffers another live thread holds in its cache: at most
-//     2 * batch - 1 per class per thread, where batch is 16 for classes up to 16 KiB and falls
-//     to 2 for classes of 128 KiB and more (see batch_size in lib/pool/size_classes.hpp).
+//     2 * batch per class per thread, where batch is 16 for classes up to 16 KiB and falls to 2
+//     for classes of 128 KiB and more (see batch_size in lib/pool/size_classes.hpp).
 //   - a thread may hold up to 2 * 16 - 1 reserved but unused places of the bound, so a retire
 //     on another thread can be dropped while retained() is up to that much below bound.
 //   - trim() and set_enabled(false) free what other live threads cache when each of them next

@@ -4,12 +4,12 @@
 //                 them, the off-class shelves, the bound's counter, and the registry of thread
 //                 caches. Freed in two steps: ~pool frees every buffer and the heavy parts; the
 //                 control block itself goes when the last thread that refers to it lets go.
-//   thread_cache  one per thread and pool: a chain of cached buffers per class, spare slots,
+//   thread_cache  one per thread and pool: a magazine of cached buffers per class, spare slots,
 //                 spare places of the bound, and the thread's statistics. Owned by the core,
 //                 used by its thread alone, touched by others only under admin_mutex.
 //
-// Every buffer the pool holds sits in exactly one place: a class stack, a cache's chain, or a
-// shelf; and holds one place of the bound (`reserved`), which counts those plus every cache's
+// Every buffer the pool holds sits in exactly one place: a class stack, a cache's magazine, or
+// a shelf; and holds one place of the bound (`reserved`), which counts those plus every cache's
 // spare places. So reserved <= bound bounds what is held at every instant.
 #pragma once
 
@@ -38,6 +38,15 @@ struct counters {
 inline constexpr std::uint64_t enabled_bit = 1;
 inline constexpr std::uint64_t one_generation = 2;
 
+// One class's cached buffers in a thread cache, oldest first. It holds up to 2 * batch_size of
+// its class; at that mark the oldest batch moves to the shared stack.
+struct magazine {
+  static constexpr std::uint32_t room = 32;  // 2 * the largest batch
+  std::uint32_t count = 0;
+  std::uint32_t limit = room;
+  std::byte* items[room];
+};
+
 struct thread_cache {
   struct local_chain {
     slot_index first = no_slot;
@@ -45,10 +54,12 @@ struct thread_cache {
   };
 
   explicit thread_cache(pool::core& c);
+  ~thread_cache();  // deletes the magazines (their buffers are freed or given back before)
 
   pool::core& core;
   std::uint64_t seen_state = 0;                 // owner only
-  std::unique_ptr<local_chain[]> cached;        // per class; null when caching is off; owner only
+  std::unique_ptr<magazine*[]> magazines;       // per class, each made at first use; null when
+                                                // caching is off; owner only
   local_chain free_slots;                       // slots with no buffer; owner only
   detail::atomic<std::uint32_t> spare{0};       // reserved places not yet used; owner writes
   counters counts;                              // owner writes
@@ -65,6 +76,7 @@ struct pool::core {
 
   const std::uint64_t id;  // never reused, so a thread cache can never be taken for another pool's
   const detail::size_classes classes;
+  const std::unique_ptr<std::size_t[]> class_size;  // classes.size(c), looked up on the fast path
   const std::size_t bound;
   const bool caching;
 

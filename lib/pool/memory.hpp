@@ -17,7 +17,7 @@ inline std::byte* allocate_bytes(std::size_t n) {
   if (n > static_cast<std::size_t>(PTRDIFF_MAX)) throw std::bad_alloc();
   return static_cast<std::byte*>(::operator new(n));
 }
-inline void free_bytes(std::byte* p) noexcept { ::operator delete(p); }
+inline void free_bytes(std::byte* p) noexcept { ::operator delete(p); }  // as ~buffer does
 
 // What a pool keeps of a buffer it holds: the memory and its capacity (the size is set again
 // when the buffer is answered).

@@ -20,14 +20,12 @@ constexpr std::size_t nominal_class_size(std::size_t c) noexcept {
   return (4 + c % 4) << shift;
 }
 
-// The smallest class whose nominal size is at least n.
+// The smallest class whose nominal size is at least n. For 2^b < n <= 2^(b+1) the four classes
+// are 2^b + j * 2^(b-2), j = 1..4, and (n - 1) >> (b - 2) is 3 + j.
 constexpr std::size_t class_of(std::size_t n) noexcept {
   if (n <= smallest_class_size) return 0;
-  const std::size_t b = std::bit_width(n - 1) - 1;  // 2^b < n <= 2^(b+1), b >= 4
-  const std::size_t step_shift = b - 2;             // four steps of 2^(b-2) per power of two
-  const std::size_t beyond = n - (std::size_t{1} << b);
-  const std::size_t step = (beyond >> step_shift) + ((beyond & ((std::size_t{1} << step_shift) - 1)) != 0);
-  return (b - 4) * 4 + step;
+  const std::size_t b = std::bit_width(n - 1) - 1;  // b >= 4
+  return 4 * b - 19 + ((n - 1) >> (b - 2));
 }
 
 // The classes of a pool with this ceiling: the top one is cut at the ceiling.
