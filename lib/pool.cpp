@@ -31,10 +31,12 @@ using detail::thread_cache;
 
 namespace {
 
-constexpr std::uint32_t max_batch = 16;          // batch_size() never exceeds it
-constexpr std::uint32_t spare_places_limit = 2 * max_batch;
 constexpr std::uint32_t free_slots_batch = 32;   // slots move between caches and the free stack
 constexpr std::uint32_t free_slots_limit = 2 * free_slots_batch;
+
+// Below this bound a cache could hold one buffer (bound / 32), which would save nothing and
+// could hoard what the bound allows: such pools use the shared stacks alone.
+constexpr std::size_t min_caching_bound = 64;
 
 detail::atomic<std::uint64_t> next_pool_id{1};  // 0 marks an empty directory entry
 
@@ -104,7 +106,9 @@ pool::core::core(const pool_options& o)
       classes(o.ceiling),
       class_size(std::make_unique<std::size_t[]>(classes.count())),
       bound(o.bound),
-      caching(o.thread_cache),
+      caching(o.thread_cache && o.bound >= min_caching_bound),
+      cache_limit(static_cast<std::uint32_t>(std::clamp<std::size_t>(o.bound / 32, 1, magazine::room))),
+      place_batch(std::max<std::uint32_t>(1, std::min<std::uint32_t>(16, cache_limit / 2))),
       state(o.enabled ? detail::enabled_bit : 0),
       stacks(std::make_unique<detail::tagged_stack[]>(classes.count())),
       off_class(classes.count()),
@@ -149,7 +153,7 @@ bool caches(const call& k) noexcept { return k.tc != nullptr && k.tc->magazines;
 [[gnu::always_inline]] inline bool take_place(call& k) noexcept {
   if (!caches(k)) return reserve(k.c, 1) == 1;
   std::uint32_t spare = k.tc->spare.load(std::memory_order_relaxed);
-  if (spare == 0) spare = static_cast<std::uint32_t>(reserve(k.c, max_batch));
+  if (spare == 0) spare = static_cast<std::uint32_t>(reserve(k.c, k.c.place_batch));
   if (spare == 0) return false;
   k.tc->spare.store(spare - 1, std::memory_order_relaxed);
   return true;
@@ -160,9 +164,9 @@ bool caches(const call& k) noexcept { return k.tc != nullptr && k.tc->magazines;
 [[gnu::always_inline]] inline void give_place(call& k) noexcept {
   if (!caches(k)) return unreserve(k.c, 1);
   std::uint32_t spare = k.tc->spare.load(std::memory_order_relaxed) + 1;
-  if (spare > spare_places_limit) {
-    unreserve(k.c, max_batch);
-    spare -= max_batch;
+  if (spare > 2 * k.c.place_batch) {
+    unreserve(k.c, k.c.place_batch);
+    spare -= k.c.place_batch;
   }
   k.tc->spare.store(spare, std::memory_order_relaxed);
 }
@@ -248,7 +252,7 @@ void free_held(call& k, std::size_t cls, std::byte* const* items, std::uint32_t 
 // memory can be had (the call then goes to the shared stack directly).
 [[gnu::cold, gnu::noinline]] magazine* make_magazine(call& k, std::size_t cls) noexcept {
   magazine* m = new (std::nothrow) magazine;
-  if (m != nullptr) m->limit = 2 * detail::batch_size(k.c.classes.size(cls));
+  if (m != nullptr) m->limit = std::min(2 * detail::batch_size(k.c.classes.size(cls)), k.c.cache_limit);
   return k.tc->magazines[cls] = m;
 }
 
@@ -277,11 +281,26 @@ void free_held(call& k, std::size_t cls, std::byte* const* items, std::uint32_t 
   free_held(k, cls, m.items + out.count, n - out.count);  // no slot for them: rare
   std::copy(m.items + n, m.items + m.count, m.items);
   m.count -= n;
+  k.tc->cached -= n;
 }
+
+// Moves everything this thread caches to the shared stacks: room for n more (or all there is).
+void make_room(call& k, std::uint32_t n) noexcept {
+  if (k.tc->cached + n <= k.c.cache_limit) return;
+  for (std::size_t cls = 0; cls < k.c.classes.count() && k.tc->cached > 0; ++cls) {
+    if (magazine* m = k.tc->magazines[cls]; m != nullptr && m->count > 0) flush(k, cls, *m, m->count);
+  }
+}
+
+// The batch a magazine moves at once: half of what it holds at most.
+std::uint32_t batch_of(const magazine& m) noexcept { return std::max<std::uint32_t>(1, m.limit / 2); }
 
 // Fills an empty magazine with a batch from the shared stack; their places come with them.
 [[gnu::cold, gnu::noinline]] void refill(call& k, std::size_t cls, magazine& m) noexcept {
-  const chain got = k.c.stacks[cls].pop_chain(k.c.slots, m.limit / 2);  // (S2)
+  if (k.c.stacks[cls].looks_empty()) return;
+  make_room(k, batch_of(m));
+  const chain got = k.c.stacks[cls].pop_chain(k.c.slots, batch_of(m));  // (S2)
+  k.tc->cached += got.count;
   slot_index i = got.first;
   for (std::uint32_t j = 0; j < got.count; ++j) {
     m.items[m.count++] = k.c.slots[i].data;
@@ -302,6 +321,7 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
       }
     }
   }
+  tc.cached = 0;
   unreserve(c, tc.spare.exchange(0, std::memory_order_relaxed));
 }
 
@@ -372,6 +392,7 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
     if (m->count == 0) refill(k, cls, *m);
     if (m->count == 0) return nullptr;
     give_place(k);  // the place stays with this thread as a spare, for its next retire
+    --k.tc->cached;
     return m->items[--m->count];
   }
   const chain got = k.c.stacks[cls].pop_chain(k.c.slots, 1);  // (S2)
@@ -387,8 +408,10 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
   magazine* m = magazine_for(k, cls);
   if (!take_place(k)) return false;
   if (m != nullptr) {
-    if (m->count == m->limit) flush(k, cls, *m, m->limit / 2);
+    make_room(k, 1);
+    if (m->count == m->limit) flush(k, cls, *m, batch_of(*m));
     m->items[m->count++] = data;
+    ++k.tc->cached;
     return true;
   }
   const slot_index i = get_slot(k);
@@ -539,13 +562,14 @@ void detach(thread_cache* tc) noexcept {
     const std::size_t cls = c.classes.of(size);
     magazine* m = tc->magazines[cls];
     const std::uint32_t spare = tc->spare.load(std::memory_order_relaxed) + 1;
-    if (m != nullptr && m->count > 0 && spare <= spare_places_limit &&
+    if (m != nullptr && m->count > 0 && spare <= 2 * c.place_batch &&
         !c.off_class_nonempty[cls].load(std::memory_order_relaxed)) {
       const std::size_t capacity = c.class_size[cls];
       tc->spare.store(spare, std::memory_order_relaxed);
       const recorder rec{&tc->counts, true};
       rec.add(&counters::hits, 1);
       rec.add(&counters::bytes_out, capacity);
+      --tc->cached;
       return detail::buffer_access::make(held{m->items[--m->count], capacity}, size);
     }
   }
@@ -574,6 +598,7 @@ pool::~pool() {
           }
         }
       }
+      tc->cached = 0;
       tc->free_slots = {};
       tc->spare.store(0, std::memory_order_relaxed);
     }
@@ -605,8 +630,10 @@ void pool::retire(buffer&& b) noexcept {
     const std::size_t cls = c.classes.of(h.capacity);
     magazine* m = tc->magazines[cls];
     const std::uint32_t spare = tc->spare.load(std::memory_order_relaxed);
-    if (m != nullptr && m->count < m->limit && spare > 0 && c.class_size[cls] == h.capacity) {
+    if (m != nullptr && m->count < m->limit && tc->cached < c.cache_limit && spare > 0 &&
+        c.class_size[cls] == h.capacity) {
       m->items[m->count++] = h.data;
+      ++tc->cached;
       tc->spare.store(spare - 1, std::memory_order_relaxed);
       const recorder rec{&tc->counts, true};
       rec.add(&counters::retired, 1);

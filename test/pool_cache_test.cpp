@@ -142,13 +142,13 @@ TEST_CASE("a long-lived thread uses many short-lived pools, one after another") 
 }
 
 TEST_CASE("take misses at most what another live thread caches, and a batch crosses over") {
-  sluice::pool p;
+  sluice::pool p;  // bound 1024: a cache holds at most 1024 / 32 = 32 buffers
   turns turn;
   std::thread other([&] {
-    for (int i = 0; i < 32; ++i) p.retire(buffer(4096));  // up to the mark (2 batches): all cached
+    for (int i = 0; i < 32; ++i) p.retire(buffer(4096));  // up to the cache's limit: all cached
     turn.advance_to(1);
     turn.wait_for(2);
-    p.retire(buffer(4096));  // one more than the mark: the oldest batch moves to the shared stack
+    p.retire(buffer(4096));  // one more than the limit: the cache moves to the shared stack
     turn.advance_to(3);
     turn.wait_for(4);
   });
@@ -159,8 +159,8 @@ TEST_CASE("take misses at most what another live thread caches, and a batch cros
   turn.wait_for(3);
   int taken = 0;
   while (p.take(4096)) ++taken;
-  CHECK(taken == 16);               // the batch that crossed
-  CHECK(p.retained() == 17);        // the rest is still cached over there
+  CHECK(taken == 32);               // what crossed, as one chain
+  CHECK(p.retained() == 1);         // the last one is still cached over there
   turn.advance_to(4);
   other.join();
   while (p.take(4096)) ++taken;     // and given back when that thread exited

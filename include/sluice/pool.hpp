@@ -26,18 +26,21 @@
 // shared counter and is dropped when none is left. Buffers in thread caches count.
 //
 // THREAD CACHES (pool_options::thread_cache, on by default). Each thread that uses a pool keeps
-// a few buffers per class in front of the shared stacks and moves them in batches (the magazine
-// and depot design of Bonwick and Adams, USENIX 2001), so a take or retire that hits the cache
-// costs no atomic read-modify-write at all. What that relaxes:
-//   - take on one thread may miss buffers another live thread holds in its cache: at most
-//     2 * batch per class per thread, where batch is 16 for classes up to 16 KiB and falls to 2
-//     for classes of 128 KiB and more (see batch_size in lib/pool/size_classes.hpp).
-//   - a thread may hold up to 2 * 16 - 1 reserved but unused places of the bound, so a retire
-//     on another thread can be dropped while retained() is up to that much below bound.
+// buffers per class in front of the shared stacks and moves them in batches (the magazine and
+// depot design of Bonwick and Adams, USENIX 2001), so a take or retire that hits the cache costs
+// no atomic read-modify-write at all. A cache holds at most L = clamp(bound / 32, 1, 32) buffers
+// over all its classes; what it relaxes, exactly:
+//   - take on one thread may miss buffers that another live thread caches: at most L per thread.
+//     A batch crosses between threads when a magazine or the cache is full (retire) or empty
+//     (take), so frames that one thread takes and another retires do recycle.
+//   - a caching thread takes places of the bound P = clamp(L / 2, 1, 16) at a time and keeps at
+//     most 2 * P of them unused, so a retire on another thread can be dropped while retained()
+//     is up to 2 * P per live thread below bound (retained() counts only buffers held).
 //   - trim() and set_enabled(false) free what other live threads cache when each of them next
 //     calls the pool (any call) or exits. A thread that exits gives its cache back to the
 //     shared stacks (or frees it, if the pool is gone or disabled); nothing is stranded.
-// With thread_cache off, every call goes to the shared stacks and none of this applies.
+// With thread_cache off, or a bound below 64 (where L would be 1), every call goes to the shared
+// stacks and none of this applies.
 //
 // LIFETIME. Destroying a pool frees everything it retains, cached buffers included. The caller
 // must not use a pool while destroying it; threads that used it may live on, exit later, and

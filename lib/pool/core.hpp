@@ -60,6 +60,7 @@ struct thread_cache {
   std::uint64_t seen_state = 0;                 // owner only
   std::unique_ptr<magazine*[]> magazines;       // per class, each made at first use; null when
                                                 // caching is off; owner only
+  std::uint32_t cached = 0;                     // buffers in all magazines; owner only
   local_chain free_slots;                       // slots with no buffer; owner only
   detail::atomic<std::uint32_t> spare{0};       // reserved places not yet used; owner writes
   counters counts;                              // owner writes
@@ -79,6 +80,11 @@ struct pool::core {
   const std::unique_ptr<std::size_t[]> class_size;  // classes.size(c), looked up on the fast path
   const std::size_t bound;
   const bool caching;
+  // What one thread cache may hold (see THREAD CACHES in pool.hpp): at most cache_limit buffers
+  // over all its classes, and places of the bound taken place_batch at a time, of which it keeps
+  // at most 2 * place_batch spare. Both scale with the bound, so caches never hoard it.
+  const std::uint32_t cache_limit;
+  const std::uint32_t place_batch;
 
   // Read by every call, written by set_enabled and trim only: alone on its line.
   alignas(64) detail::atomic<std::uint64_t> state;

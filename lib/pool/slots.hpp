@@ -160,7 +160,7 @@ class alignas(64) tagged_stack {
   }
 
   // A hint: true when the stack looked empty. Relaxed: a racing push may be missed, as a take
-  // that ran just before it would have missed it.
+  // that ran just before it would have missed it. Lets a miss skip the work before a pop.
   bool looks_empty() const noexcept {
     return index_of(head_.load(std::memory_order_relaxed)) == no_slot;
   }

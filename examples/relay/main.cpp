@@ -1,0 +1,512 @@
+// relay: frames routed between ranks through a hub over real TCP sockets on 127.0.0.1, the hub
+// reading each frame into a sluice::pool buffer and bounding frames in flight with a
+// sluice::gate whose cap follows the bytes it holds. Every receiver checks every byte and the
+// order per source; the exit status is the verdict. See README.md for the options.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <sluice/sluice.hpp>
+
+#include "bad_input.hpp"
+#include "hub.hpp"
+#include "rank.hpp"
+#include "wire.hpp"
+
+namespace {
+
+using namespace relay;
+using clock_type = std::chrono::steady_clock;
+
+enum class pool_kind { lockfree, mutex, off };
+
+struct options {
+  std::uint32_t ranks = 3;
+  size_spec sizes;            // mixed by default
+  std::uint64_t frames = 3000;  // in all, split evenly over the ranks
+  double duration = 0;        // seconds; 0: run until `frames` are sent
+  pool_kind pool = pool_kind::lockfree;
+  bool thread_cache = true;
+  std::size_t pool_bound = sluice::pool_options{}.bound;
+  std::size_t budget = std::size_t{16} << 20;
+  std::int64_t max_in_flight = 64;
+  std::uint64_t seed = 1;
+  double report_every = -1;  // seconds; -1: every 5 s with --duration, never without
+  double timeout = -1;       // seconds; -1: 300, plus the duration
+  bool selftest_bad_input = false;
+  fault inject = fault::none;
+  std::uint64_t inject_at = 100;
+  double min_hit_rate = 0;   // percent of acquires the pool must answer from retired buffers
+};
+
+constexpr const char* usage_text =
+    "usage: relay [options]\n"
+    "  --ranks=N              ranks, 2..64 (default 3)\n"
+    "  --sizes=mixed|fixed:N  payload sizes: mixed (1 B to 1 MiB, mostly small) or N bytes\n"
+    "  --frames=N             data frames in all, split evenly over the ranks (default 3000)\n"
+    "  --duration=S           send for S seconds instead of a count of frames\n"
+    "  --pool=lockfree|mutex|off  sluice::pool, sluice::mutex_pool, or a disabled pool\n"
+    "  --thread-cache=on|off  sluice::pool's per-thread caches (default on)\n"
+    "  --pool-bound=N         the most buffers the pool retains (default 1024)\n"
+    "  --budget=BYTES         bytes the hub may hold in flight before the gate's cap falls\n"
+    "                         (suffix K, M or G; default 16M)\n"
+    "  --max-in-flight=N      the gate's highest cap (default 64)\n"
+    "  --seed=N               the traffic's seed (sizes and destinations)\n"
+    "  --report-every=S       print progress and resident memory every S seconds\n"
+    "                         (default 5 with --duration)\n"
+    "  --timeout=S            give up (exit 3) after S seconds (default 300 + duration)\n"
+    "  --selftest-bad-input   also connect raw clients that send the hub bad input, and check\n"
+    "                         that each is reported while the ranks' traffic completes intact\n"
+    "  --min-hit-rate=PCT     fail unless the pool answers at least PCT% of acquires\n"
+    "  --inject=flip|drop|dup[:K]  make the hub corrupt, lose or repeat its K-th forwarded\n"
+    "                         frame (default 100), to see the receivers catch it\n";
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::fprintf(stderr, "relay: %s\n%s", message.c_str(), usage_text);
+  std::exit(2);
+}
+
+std::uint64_t parse_count(std::string_view name, std::string_view text, std::uint64_t lo,
+                          std::uint64_t hi, bool suffixes = false) {
+  std::uint64_t v = 0;
+  std::size_t i = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    if (v > (UINT64_MAX - 9) / 10) usage_error(std::string(name) + ": too large");
+    v = v * 10 + static_cast<std::uint64_t>(text[i] - '0');
+  }
+  if (i == 0) usage_error(std::string(name) + ": not a number: " + std::string(text));
+  if (suffixes && i + 1 == text.size()) {
+    const int shift = text[i] == 'K' ? 10 : text[i] == 'M' ? 20 : text[i] == 'G' ? 30 : -1;
+    if (shift < 0 || v > (UINT64_MAX >> shift)) {
+      usage_error(std::string(name) + ": bad value: " + std::string(text));
+    }
+    v <<= shift;
+    ++i;
+  }
+  if (i != text.size()) usage_error(std::string(name) + ": not a number: " + std::string(text));
+  if (v < lo || v > hi) {
+    usage_error(std::string(name) + ": " + std::to_string(v) + " is outside " +
+                std::to_string(lo) + ".." + std::to_string(hi));
+  }
+  return v;
+}
+
+double parse_seconds(std::string_view name, std::string_view text) {
+  char* end = nullptr;
+  const std::string s(text);
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v > 0) || v > 1e6) {
+    usage_error(std::string(name) + ": not a positive number of seconds: " + s);
+  }
+  return v;
+}
+
+options parse(int argc, char** argv, std::size_t ceiling) {
+  options o;
+  for (int a = 1; a < argc; ++a) {
+    const std::string_view arg = argv[a];
+    const std::size_t eq = arg.find('=');
+    const std::string_view name = arg.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? "" : arg.substr(eq + 1);
+    const bool has_value = eq != std::string_view::npos;
+    if (name == "--help" || name == "-h") {
+      std::fputs(usage_text, stdout);
+      std::exit(0);
+    } else if (name == "--selftest-bad-input" && !has_value) {
+      o.selftest_bad_input = true;
+    } else if (!has_value) {
+      usage_error("unknown option or missing value: " + std::string(arg));
+    } else if (name == "--ranks") {
+      o.ranks = static_cast<std::uint32_t>(parse_count(name, value, 2, 64));
+    } else if (name == "--sizes") {
+      if (value == "mixed") {
+        o.sizes = {.mixed = true, .fixed = 0};
+      } else if (value.starts_with("fixed:")) {
+        o.sizes = {.mixed = false, .fixed = parse_count(name, value.substr(6), 0, ceiling, true)};
+      } else {
+        usage_error("--sizes: mixed or fixed:N, not " + std::string(value));
+      }
+    } else if (name == "--frames") {
+      o.frames = parse_count(name, value, 1, std::uint64_t{1} << 40);
+    } else if (name == "--duration") {
+      o.duration = parse_seconds(name, value);
+    } else if (name == "--pool") {
+      if (value == "lockfree") {
+        o.pool = pool_kind::lockfree;
+      } else if (value == "mutex") {
+        o.pool = pool_kind::mutex;
+      } else if (value == "off") {
+        o.pool = pool_kind::off;
+      } else {
+        usage_error("--pool: lockfree, mutex or off, not " + std::string(value));
+      }
+    } else if (name == "--thread-cache") {
+      if (value != "on" && value != "off") usage_error("--thread-cache: on or off");
+      o.thread_cache = value == "on";
+    } else if (name == "--min-hit-rate") {
+      o.min_hit_rate = static_cast<double>(parse_count(name, value, 0, 100));
+    } else if (name == "--pool-bound") {
+      o.pool_bound = parse_count(name, value, 0, std::uint64_t{1} << 24);
+    } else if (name == "--budget") {
+      o.budget = parse_count(name, value, 1, std::uint64_t{1} << 40, true);
+    } else if (name == "--max-in-flight") {
+      o.max_in_flight = static_cast<std::int64_t>(parse_count(name, value, 1, 1 << 20));
+    } else if (name == "--seed") {
+      o.seed = parse_count(name, value, 0, UINT64_MAX);
+    } else if (name == "--report-every") {
+      o.report_every = parse_seconds(name, value);
+    } else if (name == "--timeout") {
+      o.timeout = parse_seconds(name, value);
+    } else if (name == "--inject") {
+      const std::string_view kind = value.substr(0, value.find(':'));
+      if (kind == "flip") {
+        o.inject = fault::flip;
+      } else if (kind == "drop") {
+        o.inject = fault::drop;
+      } else if (kind == "dup") {
+        o.inject = fault::dup;
+      } else {
+        usage_error("--inject: flip, drop or dup, not " + std::string(value));
+      }
+      if (kind.size() < value.size()) {
+        o.inject_at = parse_count(name, value.substr(kind.size() + 1), 0, UINT64_MAX);
+      }
+    } else {
+      usage_error("unknown option: " + std::string(arg));
+    }
+  }
+  if (o.report_every < 0) o.report_every = o.duration > 0 ? 5 : 0;
+  if (o.timeout < 0) o.timeout = 300 + o.duration;
+  return o;
+}
+
+// ---- resident memory ----
+
+// A field of /proc/self/status in KiB (VmRSS, VmHWM), or -1 where there is none.
+long proc_status_kib(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  const std::size_t n = std::strlen(field);
+  while (std::getline(in, line)) {
+    if (line.compare(0, n, field) == 0 && line.size() > n && line[n] == ':') {
+      return std::strtol(line.c_str() + n + 1, nullptr, 10);
+    }
+  }
+  return -1;
+}
+
+long peak_rss_kib() {
+  rusage u{};
+  return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_maxrss : -1;
+}
+
+double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+
+// ---- the watchdog: a run that stops making progress still ends ----
+
+class watchdog {
+ public:
+  explicit watchdog(double seconds)
+      : thread_([this, limit = std::chrono::duration<double>(seconds)] {
+          std::unique_lock lk(mu_);
+          if (!cv_.wait_for(lk, limit, [&] { return done_; })) {
+            std::fprintf(stderr, "relay: FAIL: no verdict after %.0f s; giving up\n",
+                         limit.count());
+            std::fflush(nullptr);
+            std::_Exit(3);
+          }
+        }) {}
+  ~watchdog() {
+    {
+      std::lock_guard lk(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  watchdog(const watchdog&) = delete;
+  watchdog& operator=(const watchdog&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: it starts once the members it uses exist
+};
+
+std::string pool_name(const options& o) {
+  if (o.pool == pool_kind::mutex) return "mutex (sluice::mutex_pool)";
+  const char* caches = o.thread_cache ? "" : ", no thread caches";
+  return std::string(o.pool == pool_kind::lockfree ? "lockfree (sluice::pool"
+                                                   : "off (sluice::pool, disabled") +
+         caches + ")";
+}
+
+// ---- one run, written once for both pool types ----
+
+template <class Pool>
+int run(const options& o, const sluice::pool_options& pool_options) {
+  const watchdog dog(o.timeout);
+  const bool selftest = o.selftest_bad_input;
+  const std::vector<bad_client> guests =
+      selftest ? bad_clients(o.ranks) : std::vector<bad_client>{};
+
+  hub_options ho;
+  ho.ranks = o.ranks;
+  ho.guests = static_cast<std::uint32_t>(guests.size());
+  ho.budget = o.budget;
+  ho.max_in_flight = o.max_in_flight;
+  ho.inject = o.inject;
+  ho.inject_at = o.inject_at;
+  hub<Pool> h(ho, pool_options);
+
+  run_context ctx;
+  ctx.ranks = o.ranks;
+  ctx.sizes = o.sizes;
+  ctx.seed = o.seed;
+  ctx.ceiling = h.ceiling();
+  // The bad clients go once a tenth of the frames (at most 200) have arrived, so that they
+  // meet traffic in full flow.
+  ctx.traffic_threshold =
+      o.duration > 0 ? 200 : std::clamp<std::uint64_t>(o.frames / 10, 1, 200);
+
+  std::printf("relay: %u ranks via hub on 127.0.0.1:%u; sizes %s; pool %s; budget %zu bytes; "
+              "gate cap up to %lld\n",
+              o.ranks, h.port(),
+              o.sizes.mixed ? "mixed (0 B .. 1 MiB, mostly small)"
+                            : ("fixed " + std::to_string(o.sizes.fixed) + " B").c_str(),
+              pool_name(o).c_str(), o.budget, static_cast<long long>(o.max_in_flight));
+  if (o.duration > 0) {
+    std::printf("relay: running for %.0f s\n", o.duration);
+  } else {
+    std::printf("relay: %llu data frames in all, split over the ranks\n",
+                static_cast<unsigned long long>(o.frames));
+  }
+  std::fflush(stdout);
+
+  const auto start = clock_type::now();
+  if (o.duration > 0) {
+    ctx.deadline = start + std::chrono::duration_cast<clock_type::duration>(
+                               std::chrono::duration<double>(o.duration));
+  }
+  std::vector<std::unique_ptr<rank_node>> ranks;
+  std::vector<std::string> guest_outcomes(guests.size());
+  std::thread guest_runner;
+  try {
+    h.start();
+    for (std::uint32_t r = 0; r < o.ranks; ++r) {
+      const std::uint64_t share = o.frames / o.ranks + (r < o.frames % o.ranks ? 1 : 0);
+      ranks.push_back(std::make_unique<rank_node>(ctx, r, share));
+      ranks.back()->start(h.port());
+    }
+    if (selftest) {
+      guest_runner = std::thread([&] {
+        {
+          std::unique_lock lk(ctx.mu);
+          ctx.cv.wait(lk, [&] { return ctx.traffic_flowing || ctx.senders_done == o.ranks; });
+        }
+        std::vector<std::thread> clients;
+        for (std::size_t i = 0; i < guests.size(); ++i) {
+          clients.emplace_back([&, i] {
+            try {
+              guest_outcomes[i] = run_bad_client(guests[i], h.port(), h.ceiling());
+            } catch (const std::exception& e) {
+              guest_outcomes[i] = std::string("client failed: ") + e.what();
+            }
+          });
+        }
+        for (auto& t : clients) t.join();
+      });
+    }
+  } catch (const std::exception& e) {
+    // The hub is waiting for connections that will not come; no clean way back from here.
+    std::fprintf(stderr, "relay: setup failed: %s\n", e.what());
+    std::fflush(nullptr);
+    std::_Exit(2);
+  }
+
+  // Wait for every receiver to reach its EOF, reporting progress meanwhile if asked.
+  {
+    std::unique_lock lk(ctx.mu);
+    const auto all_received = [&] { return ctx.receivers_done == o.ranks; };
+    if (o.report_every > 0) {
+      const auto every = std::chrono::duration_cast<clock_type::duration>(
+          std::chrono::duration<double>(o.report_every));
+      auto next = start + every;
+      std::uint64_t last_frames = 0;
+      while (!ctx.cv.wait_until(lk, next, all_received)) {
+        lk.unlock();
+        const double t = std::chrono::duration<double>(clock_type::now() - start).count();
+        const std::uint64_t frames = ctx.frames_received.load(std::memory_order_relaxed);
+        const hub_stats hs = h.stats();
+        const sluice::pool_stats ps = h.pool().stats();
+        std::printf("  t=%5.0f s  frames %10llu (%8.0f/s)  resident %7.1f MiB (peak %7.1f)  "
+                    "pool retains %5zu (%6.1f MiB)  gate cap %3lld, in flight %6.1f MiB\n",
+                    t, static_cast<unsigned long long>(frames),
+                    static_cast<double>(frames - last_frames) / o.report_every,
+                    proc_status_kib("VmRSS") / 1024.0, proc_status_kib("VmHWM") / 1024.0,
+                    ps.retained, mib(static_cast<double>(ps.retained_bytes)),
+                    static_cast<long long>(hs.cap), mib(static_cast<double>(hs.held)));
+        std::fflush(stdout);
+        last_frames = frames;
+        next += every;
+        lk.lock();
+      }
+    } else {
+      ctx.cv.wait(lk, all_received);
+    }
+  }
+  const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  for (auto& r : ranks) r->join();
+  if (guest_runner.joinable()) guest_runner.join();
+  h.join();
+
+  // ---- the verdict ----
+  bool ok = !ctx.failed.load();
+  // Every frame sent was received, per pair of ranks (the end markers said so too).
+  std::uint64_t sent_total = 0;
+  for (std::uint32_t s = 0; s < o.ranks; ++s) {
+    for (std::uint32_t d = 0; d < o.ranks; ++d) {
+      const std::uint64_t sent = ranks[s]->sent()[d];
+      const std::uint64_t got = ranks[d]->received()[s];
+      sent_total += sent;
+      if (sent != got) {
+        std::fprintf(stderr, "relay: FAIL: rank %u sent %llu frames to rank %u, which got %llu\n",
+                     s, static_cast<unsigned long long>(sent), d,
+                     static_cast<unsigned long long>(got));
+        ok = false;
+      }
+    }
+  }
+  const hub_stats hs = h.stats();
+  const std::vector<conn_error> errors = h.errors();
+  for (const conn_error& e : errors) {
+    if (e.id >= 0 && e.id < o.ranks) {
+      std::fprintf(stderr, "relay: FAIL: the hub failed rank %lld's connection\n",
+                   static_cast<long long>(e.id));
+      ok = false;
+    }
+  }
+  if (selftest) {
+    std::size_t reported = 0;
+    for (std::size_t i = 0; i < guests.size(); ++i) {
+      const bad_client& g = guests[i];
+      const std::int64_t id =
+          g.input == bad_input::bad_hello ? std::int64_t{-1} : std::int64_t{g.id};
+      std::vector<const conn_error*> mine;
+      for (const conn_error& e : errors) {
+        if (e.id == id) mine.push_back(&e);
+      }
+      const bool good = mine.size() == 1 && mine[0]->kind == g.expected;
+      reported += good;
+      const std::string report = mine.empty() ? std::string("(no report)")
+                                              : std::string(to_string(mine[0]->kind)) + ": " +
+                                                    mine[0]->message;
+      std::printf("selftest: %-16s %s: %s; client: %s\n", g.name,
+                  good ? "reported" : "NOT REPORTED AS EXPECTED", report.c_str(),
+                  guest_outcomes[i].c_str());
+      if (!good) {
+        std::fprintf(stderr, "relay: FAIL: bad input '%s' was not reported as %s (%zu reports)\n",
+                     g.name, to_string(g.expected), mine.size());
+        ok = false;
+      }
+    }
+    std::printf("selftest: %zu of %zu bad connections reported, each closed on its own\n",
+                reported, guests.size());
+  }
+
+  const std::uint64_t frames = ctx.frames_received.load();
+  const std::uint64_t bytes = ctx.bytes_received.load();
+  const sluice::pool_stats ps = h.pool().stats();
+  const std::uint64_t takes = ps.hits + ps.misses;
+  const double hit_rate =
+      takes == 0 ? 0.0 : 100.0 * static_cast<double>(ps.hits) / static_cast<double>(takes);
+  std::printf("relay: %llu frames, %.1f MiB in %.2f s: %.0f frames/s, %.1f MiB/s\n",
+              static_cast<unsigned long long>(frames), mib(static_cast<double>(bytes)), seconds,
+              static_cast<double>(frames) / seconds, mib(static_cast<double>(bytes)) / seconds);
+  std::printf("pool: hit rate %.1f%% (%llu hits, %llu misses); %llu kept and %llu freed on "
+              "retire; retains %zu buffers, %.1f MiB\n",
+              hit_rate, static_cast<unsigned long long>(ps.hits),
+              static_cast<unsigned long long>(ps.misses),
+              static_cast<unsigned long long>(ps.retired),
+              static_cast<unsigned long long>(ps.dropped), ps.retained,
+              mib(static_cast<double>(ps.retained_bytes)));
+  std::printf("gate: peak in flight %lld; cap %lld now, %lld lowest under pressure; %llu frames "
+              "waited for admission; pressure ticks ok %llu, soft %llu, hard %llu; "
+              "peak held %.1f MiB\n",
+              static_cast<long long>(hs.peak_in_flight), static_cast<long long>(hs.cap),
+              static_cast<long long>(hs.min_cap),
+              static_cast<unsigned long long>(hs.admit_waits),
+              static_cast<unsigned long long>(hs.ticks_ok),
+              static_cast<unsigned long long>(hs.ticks_soft),
+              static_cast<unsigned long long>(hs.ticks_hard),
+              mib(static_cast<double>(hs.peak_held)));
+  std::printf("memory: peak resident %.1f MiB (ru_maxrss), resident now %.1f MiB\n",
+              peak_rss_kib() / 1024.0, proc_status_kib("VmRSS") / 1024.0);
+
+  if (frames != sent_total || hs.frames != sent_total) {
+    std::fprintf(stderr,
+                 "relay: FAIL: %llu frames sent, %llu forwarded by the hub, %llu received\n",
+                 static_cast<unsigned long long>(sent_total),
+                 static_cast<unsigned long long>(hs.frames),
+                 static_cast<unsigned long long>(frames));
+    ok = false;
+  }
+  if (sent_total == 0) {
+    std::fprintf(stderr, "relay: FAIL: no frame was sent\n");
+    ok = false;
+  }
+  // The ownership chain must actually recycle: with the pool on and traffic enough to turn the
+  // thread caches over, no hit at all means buffers never went round.
+  if (o.pool != pool_kind::off && ps.hits == 0 && sent_total >= 1000) {
+    std::fprintf(stderr, "relay: FAIL: the pool answered no acquire from a retired buffer\n");
+    ok = false;
+  }
+  if (o.pool != pool_kind::off && hit_rate < o.min_hit_rate) {
+    std::fprintf(stderr, "relay: FAIL: the pool answered %.1f%% of acquires, below --min-hit-rate=%.0f\n",
+                 hit_rate, o.min_hit_rate);
+    ok = false;
+  }
+  if (hs.held != 0) {
+    std::fprintf(stderr, "relay: FAIL: the hub still holds %lld bytes after the run\n",
+                 static_cast<long long>(hs.held));
+    ok = false;
+  }
+  std::printf("relay: %s\n", ok ? "OK: every frame arrived intact and in order"
+                                : "FAILED");
+  std::fflush(stdout);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);  // a peer gone mid-write is an error to report, not a crash
+  const sluice::pool_options defaults;
+  const options o = parse(argc, argv, defaults.ceiling);
+  sluice::pool_options po = defaults;
+  po.enabled = o.pool != pool_kind::off;
+  po.thread_cache = o.thread_cache;
+  po.bound = o.pool_bound;
+  try {
+    return o.pool == pool_kind::mutex ? run<sluice::mutex_pool>(o, po) : run<sluice::pool>(o, po);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "relay: %s\n", e.what());
+    return 2;
+  }
+}

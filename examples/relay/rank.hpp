@@ -1,0 +1,78 @@
+// relay/rank.hpp: a rank, one TCP connection to the hub with two threads on it. The sender sends
+// frames to the other ranks and then one end marker to each; the receiver checks every byte of
+// every frame, its length, and its serial against the last one from the same source, until the
+// hub closes the connection.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wire.hpp"
+
+namespace relay {
+
+// What the ranks of one run share: the traffic's shape, the verdict, and the counters the
+// progress reports read.
+struct run_context {
+  std::uint32_t ranks = 3;
+  size_spec sizes;
+  std::uint64_t seed = 1;
+  std::size_t ceiling = 0;  // the hub's: a receiver refuses a header announcing more
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // --duration
+
+  std::atomic<bool> failed{false};
+  std::atomic<std::uint64_t> frames_sent{0}, bytes_sent{0}, frames_received{0}, bytes_received{0};
+
+  // Progress, for the main thread and the bad-input clients to wait on.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::uint32_t senders_done = 0;    // guarded by mu
+  std::uint32_t receivers_done = 0;  // guarded by mu
+  bool traffic_flowing = false;      // guarded by mu: set once traffic_threshold frames arrived
+  std::uint64_t traffic_threshold = 1;
+
+  // Reports a failed check (the first few are printed) and marks the run failed.
+  void fail(std::uint32_t rank, const std::string& message);
+  void note_received(std::uint64_t payload_bytes);
+  void sender_done();
+  void receiver_done();
+
+ private:
+  std::atomic<int> printed_{0};
+};
+
+class rank_node {
+ public:
+  rank_node(run_context& ctx, std::uint32_t id, std::uint64_t frames);
+  ~rank_node();
+  rank_node(const rank_node&) = delete;
+  rank_node& operator=(const rank_node&) = delete;
+
+  void start(std::uint16_t hub_port);  // connects (throws on failure) and starts both threads
+  void join();
+
+  // Valid after join(): data frames sent to each destination, and received from each source.
+  [[nodiscard]] const std::vector<std::uint64_t>& sent() const noexcept { return sent_; }
+  [[nodiscard]] const std::vector<std::uint64_t>& received() const noexcept { return received_; }
+
+ private:
+  void send_loop();
+  void receive_loop();
+  [[nodiscard]] std::uint32_t destination(std::uint64_t k) const noexcept;
+
+  run_context& ctx_;
+  const std::uint32_t id_;
+  const std::uint64_t frames_;  // ignored with a deadline
+  int fd_ = -1;
+  std::thread sender_, receiver_;
+  std::vector<std::uint64_t> sent_, received_;
+};
+
+}  // namespace relay

@@ -1,0 +1,237 @@
+#include "wire.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+namespace relay {
+
+namespace {
+
+void put32(std::byte* p, std::uint32_t v) noexcept {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+}
+void put64(std::byte* p, std::uint64_t v) noexcept {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+}
+std::uint32_t get32(const std::byte* p) noexcept {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= std::uint32_t{std::to_integer<std::uint8_t>(p[i])} << (8 * i);
+  return v;
+}
+std::uint64_t get64(const std::byte* p) noexcept {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= std::uint64_t{std::to_integer<std::uint8_t>(p[i])} << (8 * i);
+  return v;
+}
+
+// Word k of frame (source, serial)'s pattern; byte i is byte i % 8 (little-endian) of word i / 8.
+struct pattern {
+  std::uint64_t key;
+  pattern(std::uint32_t source, std::uint64_t serial) noexcept
+      : key(mix64((std::uint64_t{source} << 40) ^ mix64(serial ^ 0x5ca1ab1e00000000ULL))) {}
+  std::uint64_t word(std::uint64_t k) const noexcept {
+    return mix64(key + (k + 1) * 0x9e3779b97f4a7c15ULL);
+  }
+};
+
+}  // namespace
+
+std::uint64_t mix64(std::uint64_t x) noexcept {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+void encode(const header& h, std::byte* out) noexcept {
+  put32(out + 0, h.magic);
+  put32(out + 4, h.kind);
+  put32(out + 8, h.source);
+  put32(out + 12, h.destination);
+  put64(out + 16, h.serial);
+  put64(out + 24, h.length);
+}
+
+header decode(const std::byte* in) noexcept {
+  return {.magic = get32(in + 0),
+          .kind = get32(in + 4),
+          .source = get32(in + 8),
+          .destination = get32(in + 12),
+          .serial = get64(in + 16),
+          .length = get64(in + 24)};
+}
+
+void encode_hello(std::uint32_t id, std::byte* out) noexcept {
+  put32(out, hello_magic);
+  put32(out + 4, id);
+}
+
+bool decode_hello(const std::byte* in, std::uint32_t& id) noexcept {
+  if (get32(in) != hello_magic) return false;
+  id = get32(in + 4);
+  return true;
+}
+
+void fill_payload(std::uint32_t source, std::uint64_t serial, std::span<std::byte> out) noexcept {
+  const pattern p(source, serial);
+  const std::size_t words = out.size() / 8;
+  for (std::size_t k = 0; k < words; ++k) put64(out.data() + 8 * k, p.word(k));
+  if (const std::size_t tail = out.size() % 8; tail != 0) {
+    std::array<std::byte, 8> w;
+    put64(w.data(), p.word(words));
+    std::memcpy(out.data() + 8 * words, w.data(), tail);
+  }
+}
+
+std::size_t check_payload(std::uint32_t source, std::uint64_t serial,
+                          std::span<const std::byte> in) noexcept {
+  const pattern p(source, serial);
+  std::array<std::byte, 8> w;
+  for (std::size_t at = 0; at < in.size(); at += 8) {
+    put64(w.data(), p.word(at / 8));
+    const std::size_t n = std::min<std::size_t>(8, in.size() - at);
+    if (std::memcmp(w.data(), in.data() + at, n) != 0) {
+      for (std::size_t i = 0; i < n; ++i) {
+        if (w[i] != in[at + i]) return at + i;
+      }
+    }
+  }
+  return no_difference;
+}
+
+std::byte expected_byte(std::uint32_t source, std::uint64_t serial, std::size_t offset) noexcept {
+  std::array<std::byte, 8> w;
+  put64(w.data(), pattern(source, serial).word(offset / 8));
+  return w[offset % 8];
+}
+
+std::size_t frame_size(const size_spec& s, std::uint64_t seed, std::uint32_t source,
+                       std::uint32_t destination, std::uint64_t serial) noexcept {
+  if (!s.mixed) return s.fixed;
+  const std::uint64_t h = mix64(mix64(seed) ^ (std::uint64_t{source} << 48) ^
+                                (std::uint64_t{destination} << 32) ^ mix64(serial));
+  const std::uint64_t bucket = h % 1000;
+  const std::uint64_t v = h >> 20;
+  // Mostly small frames, as on a real link, with enough large ones that the pool's big classes,
+  // the gate and the budget all come into play. The extremes, 0 and exactly mixed_max, occur too.
+  if (bucket == 0) return 0;
+  if (bucket == 999) return mixed_max;
+  if (bucket < 800) return 1 + v % 4096;                          // 1 B .. 4 KiB
+  if (bucket < 970) return 4097 + v % (65536 - 4096);             // 4 KiB .. 64 KiB
+  return 65537 + v % (mixed_max - 65536);                         // 64 KiB .. 1 MiB
+}
+
+io_result read_exact(int fd, std::byte* out, std::size_t n) noexcept {
+  io_result r;
+  while (r.done < n) {
+    const ssize_t got = ::recv(fd, out + r.done, n - r.done, 0);
+    if (got > 0) {
+      r.done += static_cast<std::size_t>(got);
+    } else if (got == 0) {
+      break;
+    } else if (errno != EINTR) {
+      r.error = errno;
+      break;
+    }
+  }
+  return r;
+}
+
+int write_all(int fd, std::span<const std::byte> a, std::span<const std::byte> b) noexcept {
+  std::size_t skip = 0;  // bytes of a then b already written
+  const std::size_t total = a.size() + b.size();
+  while (skip < total) {
+    std::array<iovec, 2> iov{};
+    int count = 0;
+    if (skip < a.size()) {
+      iov[count++] = {const_cast<std::byte*>(a.data() + skip), a.size() - skip};
+      if (!b.empty()) iov[count++] = {const_cast<std::byte*>(b.data()), b.size()};
+    } else {
+      const std::size_t in_b = skip - a.size();
+      iov[count++] = {const_cast<std::byte*>(b.data() + in_b), b.size() - in_b};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov.data();
+    msg.msg_iovlen = static_cast<std::size_t>(count);
+    const ssize_t put = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (put >= 0) {
+      skip += static_cast<std::size_t>(put);
+    } else if (errno != EINTR) {
+      return errno;
+    }
+  }
+  return 0;
+}
+
+std::size_t discard_to_eof(int fd) noexcept {
+  std::array<std::byte, 64 * 1024> scratch;
+  std::size_t total = 0;
+  for (;;) {
+    const ssize_t got = ::recv(fd, scratch.data(), scratch.size(), 0);
+    if (got > 0) {
+      total += static_cast<std::size_t>(got);
+    } else if (got == 0 || errno != EINTR) {
+      return total;
+    }
+  }
+}
+
+void set_nodelay(int fd) noexcept {
+  // Frames go out whole (one sendmsg); waiting to coalesce them only adds latency.
+  const int on = 1;
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
+
+namespace {
+sockaddr_in loopback(std::uint16_t port) noexcept {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+[[noreturn]] void throw_errno(int fd, const char* what) {
+  const int e = errno;
+  if (fd >= 0) ::close(fd);
+  throw std::system_error(e, std::generic_category(), what);
+}
+}  // namespace
+
+int listen_loopback(std::uint16_t& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw_errno(-1, "socket");
+  sockaddr_in a = loopback(0);  // port 0: the kernel picks a free one
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    throw_errno(fd, "bind 127.0.0.1:0");
+  }
+  if (::listen(fd, 128) != 0) throw_errno(fd, "listen");
+  socklen_t len = sizeof a;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) throw_errno(fd, "getsockname");
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
+int connect_loopback(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw_errno(-1, "socket");
+  const sockaddr_in a = loopback(port);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    throw_errno(fd, "connect to the hub");
+  }
+  set_nodelay(fd);
+  return fd;
+}
+
+}  // namespace relay
