@@ -388,6 +388,8 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
 
 // A buffer of class cls from this thread's magazine or the shared stack, or null.
 [[gnu::always_inline]] inline std::byte* take_on_class(call& k, std::size_t cls) noexcept {
+  // A miss on a class never seen here makes no magazine: only a refill needs one.
+  if (caches(k) && k.tc->magazines[cls] == nullptr && k.c.stacks[cls].looks_empty()) return nullptr;
   if (magazine* m = magazine_for(k, cls)) {
     if (m->count == 0) refill(k, cls, *m);
     if (m->count == 0) return nullptr;
