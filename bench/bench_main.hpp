@@ -21,12 +21,27 @@ inline std::vector<int> thread_counts() {
   return counts;
 }
 
-// Registers fn as `family/variant` at every thread count, timed in wall-clock time per
-// iteration of one thread: the cost of one operation pair as each thread sees it.
+// Which of the thread counts a benchmark runs at: a workload that pairs threads up (a producer
+// and its consumer) needs at least two, and an even number.
+struct which_counts {
+  int min_threads = 1;
+  bool even_only = false;
+  bool accepts(int n) const { return n >= min_threads && (!even_only || n % 2 == 0); }
+};
+
+// Registers fn as `family/variant` at every thread count that `which` accepts (nothing at all
+// when it accepts none), timed in wall-clock time. Google Benchmark runs the same number of
+// iterations on every thread and reports the run's wall-clock time divided by the iterations of
+// all threads together: the reciprocal of the throughput, in time per operation pair.
 template <class Fn>
-void add(const std::string& family, const std::string& variant, Fn fn) {
+void add(const std::string& family, const std::string& variant, Fn fn, which_counts which = {}) {
+  std::vector<int> counts;
+  for (const int n : thread_counts()) {
+    if (which.accepts(n)) counts.push_back(n);
+  }
+  if (counts.empty()) return;
   auto* b = benchmark::RegisterBenchmark((family + "/" + variant).c_str(), fn);
-  for (const int n : thread_counts()) b->Threads(n);
+  for (const int n : counts) b->Threads(n);
   b->UseRealTime();
 }
 

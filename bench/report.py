@@ -1,77 +1,198 @@
-"""Turns Google Benchmark JSON from sluice's suite into ratio tables (Markdown).
+"""Turns Google Benchmark JSON from sluice's suite into ratio tables (Markdown), and a plot.
 
-Benchmark names are FAMILY/VARIANT/real_time/threads:N. For each family the baseline is the
-variant whose name starts with 'mutex_' (the mutex twin); the anchor, if the family has one, is
-named in ANCHORS. Each cell is the wall-clock time of one operation pair per thread, with the
-baseline's time divided by it ('x faster than the mutex twin'; below 1 means slower).
+Benchmark names are FAMILY/VARIANT/real_time/threads:N; the JSON of several executables
+(pool_bench, the alloc_bench_* allocators, gate_bench) merges into one table per family.
 
-Usage: python3 bench/report.py RESULT.json [...]
+A cell is wall-clock nanoseconds per operation pair: the run's wall-clock time divided by the
+pairs that all its threads completed together, i.e. the reciprocal of the throughput. (Google
+Benchmark runs the same number of iterations on each thread and divides by their sum.) A pool
+pair is one acquire and one retire (or malloc and free); in pool.flow the two halves of a pair
+run on two threads, producer and consumer, each counting an iteration, so its times are doubled
+here to stay per pair (per frame).
+
+For each family there are up to three tables, one row per variant and one column per thread
+count: the times, the times against the baseline (the variant whose name starts with 'mutex_'),
+and against the family's anchor (ANCHORS: what one would use without sluice). Every ratio
+'A vs B' is B's time / A's time: above 1.00x A is faster, below 1.00x A is slower. A last line
+names every cell where sluice's own variant (the family's first word: 'pool', 'gate') is slower
+than some other variant.
+
+Usage: python3 bench/report.py [--markdown PATH] [--svg PATH] RESULT.json [...]
 """
+import argparse
 import json
 import re
-import sys
 from collections import defaultdict
 
 ANCHORS = {"gate.note_pair": "bare_atomic", "gate.admit_pair": "counting_semaphore"}
+ANCHOR_BY_PREFIX = {"pool.": "malloc"}
+ITERATIONS_PER_PAIR = {"pool.flow.": 2}  # producer and consumer each count one iteration
 NAME = re.compile(r"^(?P<family>[^/]+)/(?P<variant>[^/]+)/.*threads:(?P<threads>\d+)")
+SCALE = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def by_prefix(table, family, default=None):
+    return next((v for k, v in table.items() if family.startswith(k)), default)
+
+
+def anchor_of(family):
+    return ANCHORS.get(family) or by_prefix(ANCHOR_BY_PREFIX, family)
 
 
 def load(paths):
-    runs = defaultdict(dict)  # family -> {(variant, threads): ns}
-    context = None
+    """family -> {(variant, threads): ns per pair}, and each file's context."""
+    runs = defaultdict(dict)
+    contexts = []
     for path in paths:
         with open(path) as f:
             data = json.load(f)
-        context = context or data.get("context", {})
+        contexts.append(data.get("context", {}))
         for b in data["benchmarks"]:
             m = NAME.match(b["name"])
-            if not m or b.get("run_type", "iteration") != "iteration":
+            if not m or b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
                 continue
-            scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[b.get("time_unit", "ns")]
-            key = (m["variant"], int(m["threads"]))
-            runs[m["family"]][key] = b["real_time"] * scale
-    return runs, context
+            family = m["family"]
+            ns = b["real_time"] * SCALE[b.get("time_unit", "ns")]
+            runs[family][(m["variant"], int(m["threads"]))] = ns * by_prefix(ITERATIONS_PER_PAIR, family, 1)
+    return runs, contexts
 
 
-def table(family, cells):
-    variants = list(dict.fromkeys(v for v, _ in cells))
-    threads = sorted({t for _, t in cells})
-    base = next((v for v in variants if v.startswith("mutex_")), None)
-    anchor = ANCHORS.get(family)
-    head = ["threads"] + variants
-    if base:
-        head += [f"{v} vs {base}" for v in variants if v != base]
-    if anchor in variants:
-        head += [f"{v} vs {anchor}" for v in variants if v not in (anchor, base)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for t in threads:
-        row = [str(t)]
-        row += [f"{cells[(v, t)]:.1f} ns" if (v, t) in cells else "–" for v in variants]
-        if base:
-            row += [ratio(cells, base, v, t) for v in variants if v != base]
-        if anchor in variants:
-            row += [ratio(cells, v, anchor, t, inverse=True) for v in variants if v not in (anchor, base)]
-        lines.append("| " + " | ".join(row) + " |")
+def speedup(cells, a, b, t):
+    """How many times faster a is than b at t threads: b's time / a's time."""
+    if (a, t) not in cells or (b, t) not in cells:
+        return "–"
+    return f"{cells[(b, t)] / cells[(a, t)]:.2f}x"
+
+
+def grid(title, variants, threads, cell):
+    lines = [f"| {title} | " + " | ".join(f"{t} thr" for t in threads) + " |",
+             "|---|" + "---:|" * len(threads)]
+    lines += ["| " + v + " | " + " | ".join(cell(v, t) for t in threads) + " |" for v in variants]
     return lines
 
 
-def ratio(cells, base, v, t, inverse=False):
-    if (base, t) not in cells or (v, t) not in cells:
-        return "–"
-    r = cells[(base, t)] / cells[(v, t)]
-    return f"{r:.2f}x" if not inverse else f"{r:.2f}x"
+def variants_of(family, cells):
+    """The family's variants in the order the files gave them, sluice's own first."""
+    variants = list(dict.fromkeys(v for v, _ in cells))
+    subject = family.split(".")[0]
+    return sorted(variants, key=lambda v: v != subject)
+
+
+def family_report(family, cells):
+    variants = variants_of(family, cells)
+    threads = sorted({t for _, t in cells})
+    base = next((v for v in variants if v.startswith("mutex_")), None)
+    anchor = anchor_of(family)
+    anchor = anchor if anchor in variants else None
+
+    def ns(v, t):
+        return f"{cells[(v, t)]:.1f}" if (v, t) in cells else "–"
+
+    lines = grid("ns per pair", variants, threads, ns)
+    for ref in (base, anchor):
+        if ref:
+            others = [v for v in variants if v != ref]
+            lines += [""] + grid(f"vs {ref}", others, threads, lambda v, t, r=ref: speedup(cells, v, r, t))
+
+    subject = family.split(".")[0]
+    if subject in variants:
+        losses = []
+        for t in threads:
+            if (subject, t) not in cells:
+                continue
+            faster = sorted((cells[(v, t)], v) for v in variants
+                            if v != subject and (v, t) in cells and cells[(v, t)] < cells[(subject, t)])
+            if faster:
+                losses.append(f"at {t} thr to " + ", ".join(
+                    f"{v} ({x:.1f} vs {cells[(subject, t)]:.1f} ns)" for x, v in faster))
+        lines.append("")
+        lines.append(f"Where `{subject}` loses: " + ("; ".join(losses) + "." if losses
+                                                    else f"nowhere; `{subject}` is fastest in every cell."))
+    return lines
+
+
+def report(runs, contexts):
+    c = contexts[0] if contexts else {}
+    lines = [f"Machine: {c.get('host_name', '?')}, {c.get('num_cpus', '?')} CPUs at "
+             f"{c.get('mhz_per_cpu', '?')} MHz; run {c.get('date', '?')}.",
+             "",
+             "Cells: wall-clock ns per operation pair, all threads' pairs together (the reciprocal "
+             "of throughput; pool.flow counts a frame, acquired by the producer and retired by the "
+             "consumer, as one pair). 'vs B' tables give B's time / the row's time: above 1.00x "
+             "the row is faster than B."]
+    runs_of = []
+    for ctx in contexts:
+        facts = []
+        if "malloc_from" in ctx:
+            facts.append("malloc from " + ctx["malloc_from"].rsplit("/", 1)[-1])
+        if ctx.get("load_avg"):
+            facts.append(f"load average {ctx['load_avg'][0]:.1f} at its start")
+        runs_of.append(f"{ctx.get('executable', '?').rsplit('/', 1)[-1]} ({', '.join(facts)})")
+    if runs_of:
+        lines += ["", "Executables: " + "; ".join(runs_of) + "."]
+    for family, cells in runs.items():
+        lines += ["", f"### {family}", ""] + family_report(family, cells)
+    return lines
+
+
+def plot(runs, path):
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"skipped: {path} (python3-matplotlib not installed)")
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    families = list(runs)
+    cols = 2 if len(families) > 1 else 1
+    rows = (len(families) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), squeeze=False)
+    colors = {}  # one colour per variant across the panels of each kind (pool., gate.)
+    for family, cells in runs.items():
+        kind = family.split(".")[0]
+        for v in variants_of(family, cells):
+            if (kind, v) not in colors:
+                colors[(kind, v)] = plt.get_cmap("tab10")(sum(k == kind for k, _ in colors) % 10)
+    for ax, family in zip(axes.flat, families):
+        cells = runs[family]
+        threads = sorted({t for _, t in cells})
+        for v in variants_of(family, cells):
+            ts = [t for t in threads if (v, t) in cells]
+            subject = v == family.split(".")[0]
+            ax.plot(ts, [cells[(v, t)] for t in ts], marker="o", label=v, color=colors[(family.split(".")[0], v)],
+                    linewidth=2.5 if subject else 1.2, linestyle="-" if subject or v.startswith("mutex_") else "--")
+        ax.set_title(family)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(threads, [str(t) for t in threads])
+        ax.minorticks_off()
+        ax.set_yscale("log")
+        ax.set_xlabel("threads")
+        ax.set_ylabel("ns per pair (log)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(families):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path)  # the format follows the extension: .svg, .png
+    plt.close(fig)
 
 
 def main():
-    runs, context = load(sys.argv[1:])
-    print(f"Machine: {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs at "
-          f"{context.get('mhz_per_cpu', '?')} MHz; run {context.get('date', '?')}")
-    print("Cells: wall-clock ns per operation pair per thread. 'A vs B' is B's time / A's time "
-          "for 'vs mutex' (higher is better for A) and A's time / B's time for 'vs anchor' "
-          "(the overhead over the anchor; 1.00x is parity).")
-    for family, cells in runs.items():
-        print(f"\n### {family}\n")
-        print("\n".join(table(family, cells)))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("results", nargs="+", help="Google Benchmark JSON files")
+    parser.add_argument("--markdown", metavar="PATH", help="also write the tables to PATH")
+    parser.add_argument("--svg", metavar="PATH", help="plot ns per pair against threads to PATH")
+    args = parser.parse_args()
+
+    runs, contexts = load(args.results)
+    text = "\n".join(report(runs, contexts)) + "\n"
+    print(text, end="")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    if args.svg:
+        plot(runs, args.svg)
 
 
 if __name__ == "__main__":

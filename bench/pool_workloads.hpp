@@ -1,0 +1,164 @@
+// The two pool workloads, written once over any source of byte blocks, so that the pools and
+// every allocator they are measured against run exactly the same loop.
+//
+// pool.pair.<size>   each thread, per iteration: get a block, write its first byte, give it back.
+// pool.flow.16KiB    threads pair up (even index: producer, odd: its consumer); per iteration a
+//                    producer gets a block, writes its first and last byte and pushes it into
+//                    the pair's ring, and the consumer pops one, reads its last byte and gives it
+//                    back. Memory crosses threads, as frames do in a server.
+//
+// A source is a default-constructible class with
+//   using item = ...;                            what get answers (a buffer, or a pointer)
+//   item get(std::size_t n);                     at least n writable bytes, or throws
+//   void put(item&& it, std::size_t n) noexcept; gives back what get(n) answered
+//   static std::byte* bytes(item& it);
+// and one instance per source type and block size serves all threads of every run.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <dlfcn.h>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "bench_main.hpp"
+
+namespace sluice_bench {
+
+inline constexpr std::size_t KiB = 1024;
+inline constexpr std::size_t flow_size = 16 * KiB;
+
+// The one instance of Src for blocks of N bytes, shared by all threads and alive until exit,
+// so that it outlives every benchmark thread.
+template <class Src, std::size_t N>
+Src& shared_source() {
+  static Src src;
+  return src;
+}
+
+template <class Src, std::size_t N>
+void pair(benchmark::State& state) {
+  Src& src = shared_source<Src, N>();
+  for (auto _ : state) {
+    auto it = src.get(N);
+    std::byte* bytes = Src::bytes(it);
+    bytes[0] = std::byte{1};
+    benchmark::DoNotOptimize(bytes);  // the write and the pointer escape: no malloc/free elision
+    src.put(std::move(it), N);
+  }
+}
+
+// A bounded single-producer single-consumer ring. Each side keeps its own index on its own cache
+// line with a stale copy of the other's, and reloads the other's only when the copy says full
+// (or empty). A full or empty ring spins with yield: the machine may have fewer cores than
+// benchmark threads.
+template <class T, std::size_t Capacity = 64>
+class spsc_ring {
+ public:
+  void push(T&& value) {
+    const std::size_t tail = tail_.load(std::memory_order_relaxed);
+    while (tail - head_seen_ == Capacity) {
+      head_seen_ = head_.load(std::memory_order_acquire);
+      if (tail - head_seen_ == Capacity) std::this_thread::yield();
+    }
+    slots_[tail % Capacity] = std::move(value);
+    tail_.store(tail + 1, std::memory_order_release);
+  }
+
+  T pop() {
+    const std::size_t head = head_.load(std::memory_order_relaxed);
+    while (tail_seen_ == head) {
+      tail_seen_ = tail_.load(std::memory_order_acquire);
+      if (tail_seen_ == head) std::this_thread::yield();
+    }
+    T value = std::move(slots_[head % Capacity]);
+    head_.store(head + 1, std::memory_order_release);
+    return value;
+  }
+
+ private:
+  alignas(64) std::atomic<std::size_t> tail_{0};  // the producer's line
+  std::size_t head_seen_ = 0;
+  alignas(64) std::atomic<std::size_t> head_{0};  // the consumer's line
+  std::size_t tail_seen_ = 0;
+  alignas(64) std::array<T, Capacity> slots_{};
+};
+
+// One ring per producer/consumer pair, enough for the largest thread count registered. Every
+// run leaves each ring empty (a producer pushes exactly as many blocks as its consumer pops), so
+// the rings carry over from run to run.
+template <class Src>
+spsc_ring<typename Src::item>& flow_ring(int pair_index) {
+  static const auto rings = [] {
+    int most = 2;
+    for (const int n : thread_counts()) most = n > most ? n : most;
+    return std::make_unique<spsc_ring<typename Src::item>[]>(static_cast<std::size_t>(most / 2));
+  }();
+  return rings[static_cast<std::size_t>(pair_index)];
+}
+
+// Google Benchmark runs the same number of iterations on every thread of a run, so each consumer
+// pops exactly what its producer pushed, and neither can be left waiting at the end.
+template <class Src>
+void flow(benchmark::State& state) {
+  if (state.threads() % 2 != 0) {
+    state.SkipWithError("pool.flow needs an even thread count");
+    return;
+  }
+  Src& src = shared_source<Src, flow_size>();
+  auto& ring = flow_ring<Src>(state.thread_index() / 2);
+  if (state.thread_index() % 2 == 0) {
+    for (auto _ : state) {
+      auto it = src.get(flow_size);
+      std::byte* bytes = Src::bytes(it);
+      bytes[0] = std::byte{1};
+      bytes[flow_size - 1] = std::byte{2};
+      ring.push(std::move(it));
+    }
+  } else {
+    for (auto _ : state) {
+      auto it = ring.pop();
+      benchmark::DoNotOptimize(Src::bytes(it)[flow_size - 1]);
+      src.put(std::move(it), flow_size);
+    }
+  }
+}
+
+inline constexpr which_counts flow_counts{.min_threads = 2, .even_only = true};
+
+// Registers the pair families at 1 KiB, 64 KiB and 1 MiB and the flow family for one source.
+template <class Src>
+void add_all(const std::string& variant) {
+  add("pool.pair.1KiB", variant, pair<Src, 1 * KiB>);
+  add("pool.pair.64KiB", variant, pair<Src, 64 * KiB>);
+  add("pool.pair.1MiB", variant, pair<Src, 1024 * KiB>);
+  add("pool.flow.16KiB", variant, flow<Src>, flow_counts);
+}
+
+// A source over a plain allocation API: Api::allocate(n) and Api::release(p, n).
+template <class Api>
+struct raw_source {
+  using item = std::byte*;
+  item get(std::size_t n) {
+    auto* p = static_cast<std::byte*>(Api::allocate(n));
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+  }
+  void put(item&& p, std::size_t n) noexcept { Api::release(p, n); }
+  static std::byte* bytes(item& p) { return p; }
+};
+
+// The file of the library whose malloc this process's calls to malloc reach (the executable's
+// own lookup order), so that a run records which allocator "malloc" was.
+inline std::string malloc_provider() {
+  void* sym = dlsym(RTLD_DEFAULT, "malloc");
+  Dl_info info{};
+  if (sym == nullptr || dladdr(sym, &info) == 0 || info.dli_fname == nullptr) return "?";
+  return info.dli_fname;
+}
+
+}  // namespace sluice_bench
