@@ -25,6 +25,16 @@
 // BOUND. retained() never exceeds bound at any instant: a retire first reserves a place in one
 // shared counter and is dropped when none is left. Buffers in thread caches count.
 //
+// LINEARIZABILITY. mutex_pool is linearizable to the sequential pool these rules describe.
+// sluice::pool relaxes it in two ways, even with its caches off (test/lincheck checks both):
+//   - SCAN: take looks at one class after another, smallest first, not at all of them at once;
+//     while it runs, a smaller buffer retired into a class it has passed may be missed, and a
+//     larger one (or none) answered.
+//   - IN FLIGHT: a retire holds its place of the bound from its start, and a take keeps the place
+//     it frees until it returns; while such calls run, another retire may be dropped, or
+//     retained() may count, a buffer that no take can see yet.
+// Both vanish when the calls do not overlap: a single thread sees exactly the sequential pool.
+//
 // THREAD CACHES (pool_options::thread_cache, on by default). Each thread that uses a pool keeps
 // buffers per class in front of the shared stacks and moves them in batches (the magazine and
 // depot design of Bonwick and Adams, USENIX 2001), so a take or retire that hits the cache costs

@@ -1,0 +1,101 @@
+// Deliberately broken gates and pools: the checker is trusted only if it rejects what they do.
+// The concurrency bugs yield between their two steps, which on a machine with fewer cores than
+// threads hands the processor to another worker right inside the window.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "sluice/buffer.hpp"
+#include "sluice/gate.hpp"
+#include "sluice/pool.hpp"
+
+namespace lincheck::broken {
+
+// adjust as a read, then a set: two adjusts that read the same cap make one step, not two.
+class lossy_adjust_gate : public sluice::gate {
+ public:
+  using sluice::gate::gate;
+  void adjust(sluice::pressure p, std::int64_t max_cap) noexcept {
+    const std::int64_t c = cap();
+    std::this_thread::yield();
+    set_cap(p == sluice::pressure::ok ? std::min(c + 1, max_cap) : c - 1);
+  }
+};
+
+// try_admit as a check, then an increment: two admissions can pass one free place.
+class racy_admit_gate : public sluice::gate {
+ public:
+  using sluice::gate::gate;
+  bool try_admit() noexcept {
+    if (!has_capacity()) return false;
+    std::this_thread::yield();
+    note_submitted();
+    return true;
+  }
+};
+
+enum class fault {
+  none,           // a correct pool: the exact model must accept it
+  largest_first,  // take answers the largest buffer that serves
+  short_answer,   // take answers a buffer of at least half the request
+  over_bound,     // retire keeps one buffer more than the bound
+  racy_bound,     // retire checks the bound and files the buffer in two separate critical sections
+};
+
+// A pool over one mutex and a list, with the fault asked for; pool's interface as far as the
+// tests use it.
+class toy_pool {
+ public:
+  toy_pool(const sluice::pool_options& o, fault f) : bound_(o.bound), ceiling_(o.ceiling), fault_(f) {}
+
+  sluice::buffer take(std::size_t n) {
+    std::lock_guard lock(mutex_);
+    if (n > ceiling_) return {};
+    const std::size_t need = fault_ == fault::short_answer ? (n + 1) / 2 : n;
+    auto best = held_.end();
+    for (auto it = held_.begin(); it != held_.end(); ++it) {
+      if (it->capacity() < need) continue;
+      const bool better = best == held_.end() || (fault_ == fault::largest_first
+                                                      ? it->capacity() > best->capacity()
+                                                      : it->capacity() < best->capacity());
+      if (better) best = it;
+    }
+    if (best == held_.end()) return {};
+    sluice::buffer b = std::move(*best);
+    held_.erase(best);
+    return b;
+  }
+
+  void retire(sluice::buffer&& b) {
+    if (!b || b.capacity() > ceiling_) return;  // freed as b goes out of scope at the caller
+    if (fault_ == fault::racy_bound) {
+      {
+        std::lock_guard lock(mutex_);
+        if (held_.size() >= bound_) return;
+      }
+      std::this_thread::yield();
+      std::lock_guard lock(mutex_);
+      held_.push_back(std::move(b));
+      return;
+    }
+    std::lock_guard lock(mutex_);
+    if (held_.size() < bound_ + (fault_ == fault::over_bound ? 1 : 0)) held_.push_back(std::move(b));
+  }
+
+  std::size_t retained() const {
+    std::lock_guard lock(mutex_);
+    return held_.size();
+  }
+
+ private:
+  const std::size_t bound_, ceiling_;
+  const fault fault_;
+  mutable std::mutex mutex_;
+  std::vector<sluice::buffer> held_;
+};
+
+}  // namespace lincheck::broken

@@ -1,0 +1,108 @@
+// The gate's calls as the checker sees them, and the sequential gate they are checked against,
+// written from the contract in sluice/gate.hpp (not from lib/gate.cpp, which it checks).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lincheck.hpp"
+#include "sluice/gate.hpp"
+
+namespace lincheck {
+
+enum class gate_op : std::uint8_t {
+  note_submitted, note_done, try_admit, has_capacity, in_flight, cap, set_cap, adjust
+};
+
+struct gate_call {
+  gate_op op = gate_op::in_flight;
+  std::int64_t arg = 0;                       // set_cap's cap, adjust's max_cap
+  sluice::pressure p = sluice::pressure::ok;  // adjust's
+  std::int64_t answer = 0;                    // try_admit, has_capacity: 0 or 1; in_flight, cap: the value
+};
+
+// Makes the call on g and records its answer.
+template <class Gate>
+void perform(Gate& g, gate_call& c) {
+  switch (c.op) {
+    case gate_op::note_submitted: g.note_submitted(); break;
+    case gate_op::note_done: g.note_done(); break;
+    case gate_op::try_admit: c.answer = g.try_admit(); break;
+    case gate_op::has_capacity: c.answer = g.has_capacity(); break;
+    case gate_op::in_flight: c.answer = g.in_flight(); break;
+    case gate_op::cap: c.answer = g.cap(); break;
+    case gate_op::set_cap: g.set_cap(c.arg); break;
+    case gate_op::adjust: g.adjust(c.p, c.arg); break;
+  }
+}
+
+// State: {cap, in_flight}. Deterministic: each call has one successor or none.
+class gate_model final : public model {
+ public:
+  gate_model(std::int64_t cap, std::span<const gate_call> calls) : cap_(clamp(cap)), calls_(calls) {}
+
+  state initial() const override { return {cap_, 0}; }
+
+  void step(const state& s, std::size_t i, std::vector<state>& next) const override {
+    const gate_call& c = calls_[i];
+    std::int64_t cap = s[0], count = s[1];
+    switch (c.op) {
+      case gate_op::note_submitted: count = std::min(count + 1, sluice::gate_limit); break;  // saturates
+      case gate_op::note_done: count = std::max<std::int64_t>(count - 1, 0); break;       // the floor
+      case gate_op::try_admit:
+        if (c.answer != (count < cap)) return;
+        count += c.answer;
+        break;
+      case gate_op::has_capacity:
+        if (c.answer != (count < cap)) return;
+        break;
+      case gate_op::in_flight:
+        if (c.answer != count) return;
+        break;
+      case gate_op::cap:
+        if (c.answer != cap) return;
+        break;
+      case gate_op::set_cap: cap = clamp(c.arg); break;
+      case gate_op::adjust:
+        // ok: one up, never above max_cap (so a cap already above it comes down to it);
+        // soft and hard: one down; both kept in [1, gate_limit].
+        cap = c.p == sluice::pressure::ok ? clamp(std::min(cap + 1, c.arg)) : clamp(cap - 1);
+        break;
+    }
+    next.push_back({cap, count});
+  }
+
+  std::string show(std::size_t i) const override {
+    const gate_call& c = calls_[i];
+    const std::string n = std::to_string(c.answer);
+    switch (c.op) {
+      case gate_op::note_submitted: return "note_submitted()";
+      case gate_op::note_done: return "note_done()";
+      case gate_op::try_admit: return std::string("try_admit() -> ") + (c.answer ? "true" : "false");
+      case gate_op::has_capacity: return std::string("has_capacity() -> ") + (c.answer ? "true" : "false");
+      case gate_op::in_flight: return "in_flight() -> " + n;
+      case gate_op::cap: return "cap() -> " + n;
+      case gate_op::set_cap: return "set_cap(" + std::to_string(c.arg) + ")";
+      case gate_op::adjust: {
+        const char* p = c.p == sluice::pressure::ok ? "ok" : c.p == sluice::pressure::soft ? "soft" : "hard";
+        return std::string("adjust(") + p + ", " + std::to_string(c.arg) + ")";
+      }
+    }
+    return "?";
+  }
+
+  std::string show_state(const state& s) const override {
+    return "cap " + std::to_string(s[0]) + ", in_flight " + std::to_string(s[1]);
+  }
+
+ private:
+  static std::int64_t clamp(std::int64_t cap) { return std::clamp<std::int64_t>(cap, 1, sluice::gate_limit); }
+
+  std::int64_t cap_;
+  std::span<const gate_call> calls_;
+};
+
+}  // namespace lincheck
