@@ -142,20 +142,9 @@ struct gate_event {
   std::int64_t answer;  // try_admit's bool, in_flight(), or 0
 };
 
-std::int64_t apply(sluice::mutex_gate& model, const gate_event& e) {
-  switch (e.what) {
-    case gate_op::submit: model.note_submitted(); return 0;
-    case gate_op::done: model.note_done(); return 0;
-    case gate_op::admit: return model.try_admit();
-    case gate_op::grow: model.adjust(sluice::pressure::ok, e.arg); return 0;
-    case gate_op::shrink: model.adjust(sluice::pressure::soft, e.arg); return 0;
-    case gate_op::set_cap: model.set_cap(e.arg); return 0;
-    case gate_op::read: return model.in_flight();
-  }
-  return 0;
-}
-
-std::int64_t apply(sluice::gate& g, const gate_event& e) {
+// One call on a gate or on its model; the answer that can be compared (0 for calls that have none).
+template <class Gate>
+std::int64_t apply(Gate& g, const gate_event& e) {
   switch (e.what) {
     case gate_op::submit: g.note_submitted(); return 0;
     case gate_op::done: g.note_done(); return 0;
