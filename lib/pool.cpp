@@ -93,7 +93,7 @@ thread_local reaper tls_reaper;
 
 detail::thread_cache::thread_cache(pool::core& c)
     : core(c),
-      seen_state(c.state.load(std::memory_order_relaxed)),
+      seen_state(c.state.load(std::memory_order_relaxed)),  // as begin() reads it
       magazines(c.caching ? std::make_unique<magazine*[]>(c.classes.count()) : nullptr) {}
 
 detail::thread_cache::~thread_cache() {
@@ -102,7 +102,7 @@ detail::thread_cache::~thread_cache() {
 }
 
 pool::core::core(const pool_options& o)
-    : id(next_pool_id.fetch_add(1, std::memory_order_relaxed)),
+    : id(next_pool_id.fetch_add(1, std::memory_order_relaxed)),  // ids need only be distinct
       classes(o.ceiling),
       class_size(std::make_unique<std::size_t[]>(classes.count())),
       bound(o.bound),
@@ -133,7 +133,9 @@ struct call {
 
 // ---- the bound ------------------------------------------------------------------------------
 
-// Takes up to n places of the bound; answers how many.
+// Takes up to n places of the bound; answers how many. All of `reserved` is relaxed (see
+// core.hpp): a place is given back only after the buffer holding it was taken, and that order
+// is carried by the stacks' release/acquire pairs.
 [[gnu::cold, gnu::noinline]] std::size_t reserve(core& c, std::size_t n) noexcept {
   std::size_t used = c.reserved.load(std::memory_order_relaxed);
   std::size_t got = 0;
@@ -172,6 +174,10 @@ bool caches(const call& k) noexcept { return k.tc != nullptr && k.tc->magazines;
 }
 
 // ---- slots ----------------------------------------------------------------------------------
+//
+// Every `next` load and store below is relaxed: it touches a slot that this thread owns (on its
+// own spare list, or popped from a stack), whose link only it writes; links on a shared stack
+// are ordered by the stack's own CASes (S1, S2).
 
 // Gives slots with no buffer back: to tc's spare slots (the excess to the free stack), or to the
 // free stack when there is no cache.
