@@ -5,13 +5,13 @@
 // because linking mimalloc or jemalloc replaces malloc for the whole process.)
 //
 // Families (see pool_workloads.hpp): pool.pair.1KiB, pool.pair.64KiB, pool.pair.1MiB,
-// pool.flow.16KiB. Variants:
+// pool.mixed.frames, pool.flow.16KiB. Variants:
 //   pool            sluice::pool, default options (thread caches on)
 //   pool_uncached   sluice::pool with thread_cache = false (the lock-free shared stacks alone)
 //   mutex_pool      sluice::mutex_pool, the baseline
 //   lockfree_stack  boost::lockfree::stack<std::byte*>, fixed-sized, 1024 places: pop or malloc,
-//                   push or free (pair families only)
-//   pmr_sync        std::pmr::synchronized_pool_resource, pools up to 1 MiB (pair families only)
+//                   push or free (pair families only: one stack serves one block size)
+//   pmr_sync        std::pmr::synchronized_pool_resource, pools up to 1 MiB (not in the flow)
 //   malloc          glibc malloc and free
 #include <boost/lockfree/stack.hpp>
 
@@ -100,6 +100,7 @@ void register_all() {
   using sluice_bench::KiB;
   using sluice_bench::flow;
   using sluice_bench::flow_counts;
+  using sluice_bench::mixed;
   using sluice_bench::pair;
 
   const auto add_pair = [](const std::string& family, auto size) {
@@ -114,6 +115,12 @@ void register_all() {
   add_pair("pool.pair.1KiB", std::integral_constant<std::size_t, 1 * KiB>{});
   add_pair("pool.pair.64KiB", std::integral_constant<std::size_t, 64 * KiB>{});
   add_pair("pool.pair.1MiB", std::integral_constant<std::size_t, 1024 * KiB>{});
+
+  add("pool.mixed.frames", "pool", mixed<cached_pool>);
+  add("pool.mixed.frames", "pool_uncached", mixed<uncached_pool>);
+  add("pool.mixed.frames", "mutex_pool", mixed<mutex_pool>);
+  add("pool.mixed.frames", "pmr_sync", mixed<raw_source<pmr_sync>>);
+  add("pool.mixed.frames", "malloc", mixed<raw_source<glibc_malloc>>);
 
   add("pool.flow.16KiB", "pool", flow<cached_pool>, flow_counts);
   add("pool.flow.16KiB", "pool_uncached", flow<uncached_pool>, flow_counts);

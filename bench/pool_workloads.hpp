@@ -2,6 +2,9 @@
 // every allocator they are measured against run exactly the same loop.
 //
 // pool.pair.<size>   each thread, per iteration: get a block, write its first byte, give it back.
+// pool.mixed.frames  each thread, per iteration: get a block whose size is the next of a fixed
+//                    mix of frame sizes (mostly small, a few up to 1 MiB), write all of it, as a
+//                    router reading a frame into it does, and give it back.
 // pool.flow.16KiB    threads pair up (even index: producer, odd: its consumer); per iteration a
 //                    producer gets a block, writes its first and last byte and pushes it into
 //                    the pair's ring, and the consumer pops one, reads its last byte and gives it
@@ -18,6 +21,7 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstring>
 #include <dlfcn.h>
 #include <memory>
 #include <new>
@@ -49,6 +53,25 @@ void pair(benchmark::State& state) {
     bytes[0] = std::byte{1};
     benchmark::DoNotOptimize(bytes);  // the write and the pointer escape: no malloc/free elision
     src.put(std::move(it), N);
+  }
+}
+
+// Frame sizes in the proportions a router might see them: headers and acknowledgements, MTU-sized
+// packets, jumbo frames, and now and then a large message. 32 entries, 1 MiB once.
+inline constexpr std::array<std::size_t, 32> frame_mix = {
+    64,   1500, 256,  1500, 128,  4096, 1500, 512,  9000, 1500, 64,    16384, 1500, 65536,  256,  1500,
+    1500, 64,   1500, 2048, 1500, 9000, 128,  1500, 4096, 1500, 32768, 1500,  256,  262144, 1500, 1048576};
+
+template <class Src>
+void mixed(benchmark::State& state) {
+  Src& src = shared_source<Src, 0>();  // one instance for every size
+  std::size_t i = static_cast<std::size_t>(state.thread_index()) * 7;  // threads out of step
+  for (auto _ : state) {
+    const std::size_t n = frame_mix[i++ % frame_mix.size()];
+    auto it = src.get(n);
+    std::memset(Src::bytes(it), static_cast<int>(i), n);
+    benchmark::DoNotOptimize(Src::bytes(it));
+    src.put(std::move(it), n);
   }
 }
 
@@ -130,12 +153,14 @@ void flow(benchmark::State& state) {
 
 inline constexpr which_counts flow_counts{.min_threads = 2, .even_only = true};
 
-// Registers the pair families at 1 KiB, 64 KiB and 1 MiB and the flow family for one source.
+// Registers the pair families at 1 KiB, 64 KiB and 1 MiB, the mixed frames and the flow family for
+// one source.
 template <class Src>
 void add_all(const std::string& variant) {
   add("pool.pair.1KiB", variant, pair<Src, 1 * KiB>);
   add("pool.pair.64KiB", variant, pair<Src, 64 * KiB>);
   add("pool.pair.1MiB", variant, pair<Src, 1024 * KiB>);
+  add("pool.mixed.frames", variant, mixed<Src>);
   add("pool.flow.16KiB", variant, flow<Src>, flow_counts);
 }
 
