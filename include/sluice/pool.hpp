@@ -57,9 +57,10 @@
 // use other pools, even one built at the same address: each pool has an identity that is never
 // reused, and a thread's cache for a destroyed pool is discarded, never used.
 //
-// PROGRESS. With the caches off, take and retire are lock-free (Treiber stacks with tagged
-// 64-bit heads). With the caches on they touch only the calling thread's cache except to move
-// a batch. A thread's first call to a pool, its exit, and the off-class buffers take a mutex.
+// PROGRESS. take and retire of the pool's own classes are lock-free (Treiber stacks with tagged
+// 64-bit heads); with the caches on, a hit touches only the calling thread's cache and performs
+// no atomic read-modify-write. Blocking, on a mutex: a thread's first call to a pool, its exit,
+// buffers whose capacity is not a class size, stats() and retained(), trim(), and ~pool.
 //
 // MEMORY ORDERING. A retired buffer's bytes, written before retire(), are visible to the thread
 // whose take() answers that buffer (release at the push, acquire at the pop). stats() and
