@@ -48,7 +48,7 @@ std::uint64_t generation_of(std::uint64_t state) noexcept { return state / detai
 struct recorder {
   counters* c;
   bool owned;
-  void add(detail::atomic<std::uint64_t> counters::*field, std::uint64_t v) const noexcept {
+  [[gnu::always_inline]] void add(detail::atomic<std::uint64_t> counters::*field, std::uint64_t v) const noexcept {
     auto& a = c->*field;
     if (owned) {
       a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
@@ -179,6 +179,13 @@ bool caches(const call& k) noexcept { return k.tc != nullptr && k.tc->magazines;
 // own spare list, or popped from a stack), whose link only it writes; links on a shared stack
 // are ordered by the stack's own CASes (S1, S2).
 
+// The first n slots of a list this thread owns, as a chain (its last slot found by walking).
+chain first_of(core& c, const thread_cache::local_chain& list, std::uint32_t n) noexcept {
+  chain out{list.first, list.first, n};
+  for (std::uint32_t j = 1; j < n; ++j) out.last = c.slots[out.last].next.load(std::memory_order_relaxed);
+  return out;
+}
+
 // Gives slots with no buffer back: to tc's spare slots (the excess to the free stack), or to the
 // free stack when there is no cache.
 [[gnu::cold, gnu::noinline]] void release_slots(core& c, thread_cache* tc, chain ch) noexcept {
@@ -190,8 +197,7 @@ bool caches(const call& k) noexcept { return k.tc != nullptr && k.tc->magazines;
   c.slots[ch.last].next.store(mine.first, std::memory_order_relaxed);
   mine = {ch.first, mine.count + ch.count};
   if (mine.count > free_slots_limit) {
-    chain excess{mine.first, mine.first, free_slots_batch};
-    for (std::uint32_t j = 1; j < free_slots_batch; ++j) excess.last = c.slots[excess.last].next.load(std::memory_order_relaxed);
+    const chain excess = first_of(c, mine, free_slots_batch);
     mine = {c.slots[excess.last].next.load(std::memory_order_relaxed), mine.count - free_slots_batch};
     c.free_slots.push_chain(c.slots, excess);
   }
@@ -234,7 +240,7 @@ bool caches(const call& k) noexcept { return k.tc != nullptr && k.tc->magazines;
     detail::free_bytes(k.c.slots[i].data);
     i = k.c.slots[i].next.load(std::memory_order_relaxed);
   }
-  k.rec().add(&counters::bytes_out, std::uint64_t{got.count} * k.c.classes.size(cls));
+  k.rec().add(&counters::bytes_out, std::uint64_t{got.count} * k.c.class_size[cls]);
   unreserve(k.c, got.count);
   release_slots(k.c, k.tc, got);
 }
@@ -248,7 +254,7 @@ void publish(call& k, std::size_t cls, const chain& ch) noexcept {
 // Frees n buffers of class cls that the pool held, and gives back their places.
 void free_held(call& k, std::size_t cls, std::byte* const* items, std::uint32_t n) noexcept {
   for (std::uint32_t j = 0; j < n; ++j) detail::free_bytes(items[j]);
-  k.rec().add(&counters::bytes_out, std::uint64_t{n} * k.c.classes.size(cls));
+  k.rec().add(&counters::bytes_out, std::uint64_t{n} * k.c.class_size[cls]);
   unreserve(k.c, n);
 }
 
@@ -258,7 +264,7 @@ void free_held(call& k, std::size_t cls, std::byte* const* items, std::uint32_t 
 // memory can be had (the call then goes to the shared stack directly).
 [[gnu::cold, gnu::noinline]] magazine* make_magazine(call& k, std::size_t cls) noexcept {
   magazine* m = new (std::nothrow) magazine;
-  if (m != nullptr) m->limit = std::min(2 * detail::batch_size(k.c.classes.size(cls)), k.c.cache_limit);
+  if (m != nullptr) m->limit = std::min(2 * detail::batch_size(k.c.class_size[cls]), k.c.cache_limit);
   return k.tc->magazines[cls] = m;
 }
 
@@ -372,16 +378,17 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
   tc.seen_state = state;
 }
 
-// Every call starts here: this thread's cache for the pool (a few compares in static TLS), and
-// the state word it acts under. Inlined: it is most of a cache hit's cost.
-[[gnu::always_inline]] inline call begin(core& c) noexcept {
-  thread_cache* tc = nullptr;
+// This thread's cache for the pool, if it has one: a few compares in static TLS.
+[[gnu::always_inline]] inline thread_cache* find_cache(const core& c) noexcept {
   for (const auto& e : tls_directory) {
-    if (e.id == c.id) {
-      tc = e.cache;
-      break;
-    }
+    if (e.id == c.id) return e.cache;
   }
+  return nullptr;
+}
+
+// Every call starts here: this thread's cache for the pool, and the state word it acts under.
+[[gnu::always_inline]] inline call begin(core& c) noexcept {
+  thread_cache* tc = find_cache(c);
   if (tc == nullptr) tc = enroll(c);
   // Relaxed: a change made by trim or set_enabled reaches this thread at some later call; the
   // buffers it must not keep meanwhile are covered by the handshake (H).
@@ -489,9 +496,7 @@ void detach(thread_cache* tc) noexcept {
       }
       unreserve(c, tc->spare.exchange(0, std::memory_order_relaxed));
       if (tc->free_slots.count > 0) {
-        chain rest{tc->free_slots.first, tc->free_slots.first, tc->free_slots.count};
-        for (std::uint32_t j = 1; j < rest.count; ++j) rest.last = c.slots[rest.last].next.load(std::memory_order_relaxed);
-        release_slots(c, nullptr, rest);
+        release_slots(c, nullptr, first_of(c, tc->free_slots, tc->free_slots.count));
         tc->free_slots = {};
       }
       fold(c.departed, tc->counts);
@@ -553,15 +558,10 @@ void detach(thread_cache* tc) noexcept {
 // magazine that can answer (take) or keep (retire) it. Each is a strict subset of the general
 // path, taken only where that path would do exactly the same; anything else falls through to it.
 [[gnu::always_inline]] inline thread_cache* current_cache(core& c) noexcept {
-  for (const auto& e : tls_directory) {
-    if (e.id == c.id) {
-      thread_cache* tc = e.cache;
-      return tc->magazines && c.state.load(std::memory_order_relaxed) == tc->seen_state  // as begin()
-                 ? tc
-                 : nullptr;
-    }
-  }
-  return nullptr;
+  thread_cache* tc = find_cache(c);
+  const bool current = tc != nullptr && tc->magazines &&
+                       c.state.load(std::memory_order_relaxed) == tc->seen_state;  // as begin()
+  return current ? tc : nullptr;
 }
 
 [[gnu::always_inline]] inline buffer take_fast(core& c, std::size_t size) {
