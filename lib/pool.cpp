@@ -48,7 +48,7 @@ std::uint64_t generation_of(std::uint64_t state) noexcept { return state / detai
 struct recorder {
   counters* c;
   bool owned;
-  [[gnu::always_inline]] void add(detail::atomic<std::uint64_t> counters::*field, std::uint64_t v) const noexcept {
+  void add(detail::atomic<std::uint64_t> counters::*field, std::uint64_t v) const noexcept {
     auto& a = c->*field;
     if (owned) {
       a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
