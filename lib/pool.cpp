@@ -1,19 +1,27 @@
 // sluice::pool: lock-free size-class stacks with thread caches in front (see pool/core.hpp for
 // the layout and sluice/pool.hpp for the contract).
 //
-// Ordering pairs used here, beyond those inside the stacks (pool/slots.hpp, S1-S3):
-//   (H) the trim handshake. trim bumps `state` with a seq_cst RMW, then empties every stack with
-//       seq_cst pops (S3). A thread that pushed to a stack (S1, seq_cst) reloads `state` seq_cst
-//       after the push: either its push is ordered before trim's pop of that stack, and trim
-//       frees the buffers, or trim's bump is ordered before the reload, which then sees it and
-//       the pusher empties that stack itself. No retire can slip a buffer past a trim.
-//   (M) admin_mutex orders everything a non-owner does to a thread cache (eviction, thread exit,
-//       ~pool) against the owner's calls, which the caller keeps apart from ~pool.
+// Ordering pairs used here, beyond those inside the stacks (pool/slots.hpp, S1-S3, C1-C2):
+//   (P) the publish handshake with trim. A thread about to push a chain of kept buffers raises
+//       its cache's `publishing` flag (P1, seq_cst store), reads `state` (P2, seq_cst), pushes
+//       only if no trim or switch has overtaken its call, and lowers the flag (P3, release).
+//       trim bumps `state` (T1, seq_cst RMW), then reads every cache's flag (T2, seq_cst) and
+//       waits while one is up, and only then empties the stacks (S3). Each side stores, then
+//       loads what the other stores, so in the single total order of seq_cst operations either
+//       P2 follows T1 (the publisher sees the trim and does not push) or T2 follows P1 (trim
+//       waits for P3, which then happens-before its pops, so they find the chain). Buffers kept
+//       before a trim therefore never outlive it on a stack, and trim never touches a buffer
+//       retired after it returned: there is no drain on the publisher's side.
+//   (M) admin_mutex orders everything a non-owner does to a thread cache (thread exit, ~pool,
+//       fork) against the owner's calls, which the caller keeps apart from ~pool; a thread that
+//       has no cache (it is exiting, or had no memory for one) publishes under it instead of
+//       raising a flag.
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <new>
 #include <optional>
+#include <thread>
 #include <tuple>
 
 #include "pool/core.hpp"
@@ -38,8 +46,6 @@ constexpr std::uint32_t free_slots_limit = 2 * free_slots_batch;
 // could hoard what the bound allows: such pools use the shared stacks alone.
 constexpr std::size_t min_caching_bound = 64;
 
-detail::atomic<std::uint64_t> next_pool_id{1};  // 0 marks an empty directory entry
-
 bool enabled_in(std::uint64_t state) noexcept { return (state & detail::enabled_bit) != 0; }
 std::uint64_t generation_of(std::uint64_t state) noexcept { return state / detail::one_generation; }
 
@@ -58,34 +64,37 @@ struct recorder {
   }
 };
 
-// ---- the per-thread directory: which cache this thread uses for which pool ------------------
+// ---- a thread's caches ------------------------------------------------------------------------
 //
-// A small array in static TLS, so that finding the cache costs a few compares and no call. It is
-// trivially destructible; a separate thread_local `reaper` gives every cache back at thread exit.
+// Every cache a thread holds is on its list (tls_caches, linked through next_of_thread). The
+// directory, a small array in static TLS, remembers the most recently used few, so that finding
+// the cache costs a few compares and no call; a thread that uses more pools than it has ways
+// finds the others on its list, without a lock or an allocation. A cache keeps its pool's
+// control block alive, so the key, the control block's address, is never reused while a way or
+// the list names it. Both are trivially destructible; a separate thread_local `reaper` gives
+// every cache back at thread exit.
 
 struct directory_entry {
-  std::uint64_t id = 0;
+  const pool::core* core = nullptr;
   thread_cache* cache = nullptr;
 };
 constexpr std::size_t directory_ways = 8;
 
 constinit thread_local std::array<directory_entry, directory_ways> tls_directory
     __attribute__((tls_model("initial-exec"))){};
+constinit thread_local thread_cache* tls_caches __attribute__((tls_model("initial-exec"))) = nullptr;
 constinit thread_local bool tls_torn_down __attribute__((tls_model("initial-exec"))) = false;
-
-void detach(thread_cache* tc) noexcept;
 
 struct reaper {
   void arm() noexcept {}
   ~reaper() {
-    for (auto& e : tls_directory) {
-      if (e.cache != nullptr) detach(e.cache);
-      e = {};
-    }
+    detail::release_thread_caches();
     tls_torn_down = true;  // calls from later thread_local destructors go uncached
   }
 };
 thread_local reaper tls_reaper;
+
+void detach(thread_cache* tc) noexcept;
 
 }  // namespace
 
@@ -94,16 +103,10 @@ thread_local reaper tls_reaper;
 detail::thread_cache::thread_cache(pool::core& c)
     : core(c),
       seen_state(c.state.load(std::memory_order_relaxed)),  // as begin() reads it
-      magazines(c.caching ? std::make_unique<magazine*[]>(c.classes.count()) : nullptr) {}
-
-detail::thread_cache::~thread_cache() {
-  if (!magazines) return;
-  for (std::size_t cls = 0; cls < core.classes.count(); ++cls) delete magazines[cls];
-}
+      magazines(c.caching ? std::make_unique<std::unique_ptr<magazine>[]>(c.classes.count()) : nullptr) {}
 
 pool::core::core(const pool_options& o)
-    : id(next_pool_id.fetch_add(1, std::memory_order_relaxed)),  // ids need only be distinct
-      classes(o.ceiling),
+    : classes(o.ceiling),
       class_size(std::make_unique<std::size_t[]>(classes.count())),
       bound(o.bound),
       caching(o.thread_cache && o.bound >= min_caching_bound),
@@ -146,7 +149,9 @@ struct call {
   return got;
 }
 
-void unreserve(core& c, std::size_t n) noexcept { c.reserved.fetch_sub(n, std::memory_order_relaxed); }
+void unreserve(core& c, std::size_t n) noexcept {
+  if (n > 0) c.reserved.fetch_sub(n, std::memory_order_relaxed);
+}
 
 bool caches(const call& k) noexcept { return k.tc != nullptr && k.tc->magazines; }
 
@@ -186,8 +191,9 @@ chain first_of(core& c, const thread_cache::local_chain& list, std::uint32_t n) 
   return out;
 }
 
-// Gives slots with no buffer back: to tc's spare slots (the excess to the free stack), or to the
-// free stack when there is no cache.
+// Gives slots with no buffer back: to tc's spare slots, of which it keeps at most
+// free_slots_limit (the rest, all but a batch, go to the free stack, so a thread that drains
+// many, as trim does, keeps no more than any other); or to the free stack when there is no cache.
 [[gnu::cold, gnu::noinline]] void release_slots(core& c, thread_cache* tc, chain ch) noexcept {
   if (tc == nullptr) {
     c.free_slots.push_chain(c.slots, ch);
@@ -197,14 +203,15 @@ chain first_of(core& c, const thread_cache::local_chain& list, std::uint32_t n) 
   c.slots[ch.last].next.store(mine.first, std::memory_order_relaxed);
   mine = {ch.first, mine.count + ch.count};
   if (mine.count > free_slots_limit) {
-    const chain excess = first_of(c, mine, free_slots_batch);
-    mine = {c.slots[excess.last].next.load(std::memory_order_relaxed), mine.count - free_slots_batch};
+    const chain excess = first_of(c, mine, mine.count - free_slots_batch);
+    mine = {c.slots[excess.last].next.load(std::memory_order_relaxed), free_slots_batch};
     c.free_slots.push_chain(c.slots, excess);
   }
 }
 
-// A slot for a buffer to be kept: from this thread's spare slots, the free stack, or a new
-// chunk. no_slot when none can be had (no memory, or all 2^32 - 1 made).
+// A slot for a buffer to be kept: from this thread's spare slots, the free stack, or fresh from
+// the slot table (lock-free, see slot_table::claim). no_slot when none can be had (no memory,
+// or all 2^32 - 1 made).
 [[gnu::cold, gnu::noinline]] slot_index get_slot(call& k) noexcept {
   thread_cache::local_chain* mine = k.tc ? &k.tc->free_slots : nullptr;
   if (mine != nullptr && mine->count > 0) {
@@ -212,50 +219,71 @@ chain first_of(core& c, const thread_cache::local_chain& list, std::uint32_t n) 
     *mine = {k.c.slots[i].next.load(std::memory_order_relaxed), mine->count - 1};
     return i;
   }
-  for (;;) {
-    const chain got = k.c.free_slots.pop_chain(k.c.slots, mine != nullptr ? free_slots_batch : 1);
-    if (got.count > 0) {
-      if (got.count > 1) *mine = {k.c.slots[got.first].next.load(std::memory_order_relaxed), got.count - 1};
-      return got.first;
-    }
-    try {
-      slot_index made = 0;
-      const auto [first, last] = k.c.slots.grow(made);
-      if (made == 0) return no_slot;
-      k.c.free_slots.push_chain(k.c.slots, chain{first, last, made});
-    } catch (const std::bad_alloc&) {
-      return no_slot;
-    }
-  }
+  const std::uint32_t want = mine != nullptr ? free_slots_batch : 1;
+  chain got = k.c.free_slots.pop_chain(k.c.slots, want);
+  if (got.count == 0) got = k.c.slots.claim(want);
+  if (got.count == 0) return no_slot;
+  if (got.count > 1) *mine = {k.c.slots[got.first].next.load(std::memory_order_relaxed), got.count - 1};
+  return got.first;
 }
 
 // ---- the shared stacks ----------------------------------------------------------------------
 
-// Empties stack cls, freeing its buffers.
-[[gnu::cold, gnu::noinline]] void drain(call& k, std::size_t cls) noexcept {
-  const chain got = k.c.stacks[cls].pop_all(k.c.slots);  // (S3)
-  if (got.count == 0) return;
-  slot_index i = got.first;
-  for (std::uint32_t j = 0; j < got.count; ++j) {
-    detail::free_bytes(k.c.slots[i].data);
-    i = k.c.slots[i].next.load(std::memory_order_relaxed);
-  }
-  k.rec().add(&counters::bytes_out, std::uint64_t{got.count} * k.c.class_size[cls]);
-  unreserve(k.c, got.count);
-  release_slots(k.c, k.tc, got);
-}
-
-// Pushes a chain of buffers of class cls to its stack, keeping the handshake (H) with trim.
-void publish(call& k, std::size_t cls, const chain& ch) noexcept {
-  k.c.stacks[cls].push_chain(k.c.slots, ch);                                // (S1), seq_cst
-  if (k.c.state.load(std::memory_order_seq_cst) != k.state) drain(k, cls);  // (H)
-}
-
 // Frees n buffers of class cls that the pool held, and gives back their places.
 void free_held(call& k, std::size_t cls, std::byte* const* items, std::uint32_t n) noexcept {
+  if (n == 0) return;
   for (std::uint32_t j = 0; j < n; ++j) detail::free_bytes(items[j]);
   k.rec().add(&counters::bytes_out, std::uint64_t{n} * k.c.class_size[cls]);
   unreserve(k.c, n);
+}
+
+// Frees the buffers of a chain of class cls that this call holds, and releases its slots.
+void free_chain(call& k, std::size_t cls, const chain& ch) noexcept {
+  slot_index i = ch.first;
+  for (std::uint32_t j = 0; j < ch.count; ++j) {
+    detail::free_bytes(k.c.slots[i].data);
+    i = k.c.slots[i].next.load(std::memory_order_relaxed);
+  }
+  k.rec().add(&counters::bytes_out, std::uint64_t{ch.count} * k.c.class_size[cls]);
+  unreserve(k.c, ch.count);
+  release_slots(k.c, k.tc, ch);
+}
+
+// Empties stack cls, freeing its buffers.
+[[gnu::cold, gnu::noinline]] void drain(call& k, std::size_t cls) noexcept {
+  const chain got = k.c.stacks[cls].pop_all(k.c.slots);  // (S3)
+  if (got.count > 0) free_chain(k, cls, got);
+}
+
+// Pushes a chain of kept buffers of class cls onto its stack, keeping the handshake (P) with
+// trim. `earlier`: the chain holds buffers that earlier calls kept (a cache's flush), which a
+// trim that overtook this call must free; else it holds only this call's own buffer, which only
+// a switch to disabled must keep out (a trim alone may be overtaken: the retire then counts as
+// coming after it). Answers whether it pushed; if not, the caller still holds the chain.
+bool publish(call& k, std::size_t cls, const chain& ch, bool earlier) noexcept {
+  const auto may_push = [&](std::uint64_t now) { return earlier ? now == k.state : enabled_in(now); };
+  if (k.tc == nullptr) {
+    // (M): trim reads the flags under admin_mutex, after its bump; this section comes wholly
+    // before that (trim's pops then find the chain) or wholly after (this load sees the bump).
+    std::lock_guard lock(k.c.admin_mutex);
+    if (!may_push(k.c.state.load(std::memory_order_relaxed))) return false;
+    k.c.stacks[cls].push_chain(k.c.slots, ch);  // (S1)
+    return true;
+  }
+  k.tc->publishing.store(true, std::memory_order_seq_cst);               // (P1)
+  const bool push = may_push(k.c.state.load(std::memory_order_seq_cst));  // (P2)
+  if (push) k.c.stacks[cls].push_chain(k.c.slots, ch);                   // (S1)
+  k.tc->publishing.store(false, std::memory_order_release);              // (P3)
+  return push;
+}
+
+// trim's side of (P), after its bump (T1): waits until no thread is inside a publish that read
+// the state before the bump.
+void await_publishers(core& c) noexcept {
+  std::lock_guard lock(c.admin_mutex);  // (M): keeps the registry still, and orders orphans
+  for (const thread_cache* tc = c.registry; tc != nullptr; tc = tc->next) {
+    while (tc->publishing.load(std::memory_order_seq_cst)) std::this_thread::yield();  // (T2)
+  }
 }
 
 // ---- magazines --------------------------------------------------------------------------------
@@ -263,19 +291,22 @@ void free_held(call& k, std::size_t cls, std::byte* const* items, std::uint32_t 
 // This thread's magazine for class cls, made at first use; null when it caches nothing or no
 // memory can be had (the call then goes to the shared stack directly).
 [[gnu::cold, gnu::noinline]] magazine* make_magazine(call& k, std::size_t cls) noexcept {
-  magazine* m = new (std::nothrow) magazine;
+  std::unique_ptr<magazine> m(new (std::nothrow) magazine);
   if (m != nullptr) m->limit = std::min(2 * detail::batch_size(k.c.class_size[cls]), k.c.cache_limit);
-  return k.tc->magazines[cls] = m;
+  return (k.tc->magazines[cls] = std::move(m)).get();
 }
 
 [[gnu::always_inline]] inline magazine* magazine_for(call& k, std::size_t cls) noexcept {
   if (!caches(k)) return nullptr;
-  magazine* m = k.tc->magazines[cls];
+  magazine* m = k.tc->magazines[cls].get();
   return m != nullptr ? m : make_magazine(k, cls);
 }
 
-// Moves the oldest n buffers of a magazine to the shared stack, as one chain.
-[[gnu::cold, gnu::noinline]] void flush(call& k, std::size_t cls, magazine& m, std::uint32_t n) noexcept {
+// Moves the oldest n buffers of a magazine to the shared stack as one chain, or frees them when
+// a trim or the switch overtook this call (P). Answers how many left the magazine: fewer than n
+// only when no slot can be had, and then the rest stay (a kept buffer is never freed for want
+// of a slot; the retire that needed the room is dropped instead).
+[[gnu::cold, gnu::noinline]] std::uint32_t flush(call& k, std::size_t cls, magazine& m, std::uint32_t n) noexcept {
   chain out;
   while (out.count < n) {
     const slot_index i = get_slot(k);
@@ -289,19 +320,22 @@ void free_held(call& k, std::size_t cls, std::byte* const* items, std::uint32_t 
     out.last = i;
     ++out.count;
   }
-  if (out.count > 0) publish(k, cls, out);
-  free_held(k, cls, m.items + out.count, n - out.count);  // no slot for them: rare
-  std::copy(m.items + n, m.items + m.count, m.items);
-  m.count -= n;
-  k.tc->cached -= n;
+  if (out.count == 0) return 0;
+  if (!publish(k, cls, out, /*earlier=*/true)) free_chain(k, cls, out);
+  std::copy(m.items + out.count, m.items + m.count, m.items);
+  m.count -= out.count;
+  k.tc->cached -= out.count;
+  return out.count;
 }
 
-// Moves everything this thread caches to the shared stacks: room for n more (or all there is).
-void make_room(call& k, std::uint32_t n) noexcept {
-  if (k.tc->cached + n <= k.c.cache_limit) return;
+// Room in this thread's cache for n more buffers: when they would pass its limit, everything it
+// caches moves to the shared stacks. False when that could not be done (no slot could be had).
+bool make_room(call& k, std::uint32_t n) noexcept {
+  if (k.tc->cached + n <= k.c.cache_limit) return true;
   for (std::size_t cls = 0; cls < k.c.classes.count() && k.tc->cached > 0; ++cls) {
-    if (magazine* m = k.tc->magazines[cls]; m != nullptr && m->count > 0) flush(k, cls, *m, m->count);
+    if (magazine* m = k.tc->magazines[cls].get(); m != nullptr && m->count > 0) flush(k, cls, *m, m->count);
   }
+  return k.tc->cached + n <= k.c.cache_limit;
 }
 
 // The batch a magazine moves at once: half of what it holds at most.
@@ -309,8 +343,7 @@ std::uint32_t batch_of(const magazine& m) noexcept { return std::max<std::uint32
 
 // Fills an empty magazine with a batch from the shared stack; their places come with them.
 [[gnu::cold, gnu::noinline]] void refill(call& k, std::size_t cls, magazine& m) noexcept {
-  if (k.c.stacks[cls].looks_empty()) return;
-  make_room(k, batch_of(m));
+  if (k.c.stacks[cls].looks_empty() || !make_room(k, batch_of(m))) return;
   const chain got = k.c.stacks[cls].pop_chain(k.c.slots, batch_of(m));  // (S2)
   k.tc->cached += got.count;
   slot_index i = got.first;
@@ -327,7 +360,7 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
   call k{c, &tc, tc.seen_state};
   if (tc.magazines) {
     for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
-      if (magazine* m = tc.magazines[cls]; m != nullptr && m->count > 0) {
+      if (magazine* m = tc.magazines[cls].get(); m != nullptr) {
         free_held(k, cls, m->items, m->count);
         m->count = 0;
       }
@@ -337,8 +370,48 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
   unreserve(c, tc.spare.exchange(0, std::memory_order_relaxed));
 }
 
+[[gnu::cold, gnu::noinline]] void sync(core& c, thread_cache& tc, std::uint64_t state) noexcept {
+  if (generation_of(state) != generation_of(tc.seen_state) || !enabled_in(state)) {
+    empty_cache(c, tc);
+  }
+  tc.seen_state = state;
+}
+
 // ---- finding this thread's cache ------------------------------------------------------------
 
+// This thread's cache for the pool, if the directory remembers it: a few compares in static TLS.
+[[gnu::always_inline]] inline thread_cache* find_cache(const core& c) noexcept {
+  for (const auto& e : tls_directory) {
+    if (e.core == &c) return e.cache;
+  }
+  return nullptr;
+}
+
+// Puts tc in the directory's first way; the last way's cache stays on the thread's list.
+void remember(thread_cache* tc) noexcept {
+  std::move_backward(tls_directory.begin(), tls_directory.end() - 1, tls_directory.end());
+  tls_directory[0] = {&tc->core, tc};
+}
+
+// Lets go of this thread's caches whose pools are gone.
+void forget_dead() noexcept {
+  for (thread_cache** link = &tls_caches; *link != nullptr;) {
+    thread_cache* tc = *link;
+    // A hint, relaxed: `alive` only ever falls, and a cache missed now is let go later.
+    if (tc->core.alive.load(std::memory_order_relaxed)) {
+      link = &tc->next_of_thread;
+      continue;
+    }
+    *link = tc->next_of_thread;
+    for (auto& e : tls_directory) {
+      if (e.cache == tc) e = {};
+    }
+    detach(tc);
+  }
+}
+
+// A new cache for this thread's first call to the pool; null when the thread is exiting or no
+// memory can be had (the call then goes uncached).
 [[gnu::cold, gnu::noinline]] thread_cache* enroll(core& c) noexcept {
   if (tls_torn_down) return nullptr;
   thread_cache* tc = nullptr;
@@ -346,7 +419,7 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
     tls_reaper.arm();  // constructs the reaper, so that it runs at this thread's exit
     tc = new thread_cache(c);
   } catch (...) {
-    return nullptr;  // no memory for a cache: this call goes uncached
+    return nullptr;
   }
   {
     std::lock_guard lock(c.admin_mutex);  // (M)
@@ -355,46 +428,45 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
     c.registry = tc;
     ++c.refs;
   }
-  // Caches of destroyed pools are let go first (their control blocks are freed with the last
-  // one); then a free way is taken, or else the last way's cache is given back to its pool.
-  for (auto& e : tls_directory) {
-    if (e.cache != nullptr && !e.cache->core.alive.load(std::memory_order_relaxed)) {
-      detach(e.cache);
-      e = {};
-    }
-  }
-  auto way = std::find_if(tls_directory.begin(), tls_directory.end(),
-                          [](const directory_entry& e) { return e.cache == nullptr; });
-  if (way == tls_directory.end()) way = tls_directory.end() - 1;
-  if (way->cache != nullptr) detach(way->cache);
-  *way = {c.id, tc};
+  tc->next_of_thread = tls_caches;
+  tls_caches = tc;
+  remember(tc);
   return tc;
 }
 
-[[gnu::cold, gnu::noinline]] void sync(core& c, thread_cache& tc, std::uint64_t state) noexcept {
-  if (generation_of(state) != generation_of(tc.seen_state) || !enabled_in(state)) {
-    empty_cache(c, tc);
+// This thread's cache for the pool when the directory has no way for it: from the thread's
+// list (then remembered), else, when `make`, a new one.
+[[gnu::cold, gnu::noinline]] thread_cache* find_slow(core& c, bool make) noexcept {
+  forget_dead();
+  for (thread_cache* tc = tls_caches; tc != nullptr; tc = tc->next_of_thread) {
+    if (&tc->core == &c) {
+      remember(tc);
+      return tc;
+    }
   }
-  tc.seen_state = state;
+  return make ? enroll(c) : nullptr;
 }
 
-// This thread's cache for the pool, if it has one: a few compares in static TLS.
-[[gnu::always_inline]] inline thread_cache* find_cache(const core& c) noexcept {
-  for (const auto& e : tls_directory) {
-    if (e.id == c.id) return e.cache;
-  }
-  return nullptr;
-}
-
-// Every call starts here: this thread's cache for the pool, and the state word it acts under.
+// Every take, retire and trim starts here: this thread's cache for the pool, and the state word
+// it acts under. Relaxed: a trim or switch that happens-before this call is seen (write-read
+// coherence); one that merely ran earlier on another thread reaches this thread at a later call.
+// The buffers it must not keep meanwhile are covered by the handshake (P).
 [[gnu::always_inline]] inline call begin(core& c) noexcept {
   thread_cache* tc = find_cache(c);
-  if (tc == nullptr) tc = enroll(c);
-  // Relaxed: a change made by trim or set_enabled reaches this thread at some later call; the
-  // buffers it must not keep meanwhile are covered by the handshake (H).
+  if (tc == nullptr) tc = find_slow(c, true);
   const std::uint64_t state = c.state.load(std::memory_order_relaxed);
   if (tc != nullptr && state != tc->seen_state) sync(c, *tc, state);
   return {c, tc, state};
+}
+
+// The calls that neither take nor retire bring the caller's own cache up to date the same way,
+// without making one.
+void catch_up(core& c) noexcept {
+  thread_cache* tc = find_cache(c);
+  if (tc == nullptr) tc = find_slow(c, false);
+  if (tc == nullptr) return;
+  const std::uint64_t state = c.state.load(std::memory_order_relaxed);  // as begin()
+  if (state != tc->seen_state) sync(c, *tc, state);
 }
 
 // ---- take and retire, per kind of buffer ----------------------------------------------------
@@ -405,10 +477,12 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
   if (caches(k) && k.tc->magazines[cls] == nullptr && k.c.stacks[cls].looks_empty()) return nullptr;
   if (magazine* m = magazine_for(k, cls)) {
     if (m->count == 0) refill(k, cls, *m);
-    if (m->count == 0) return nullptr;
-    give_place(k);  // the place stays with this thread as a spare, for its next retire
-    --k.tc->cached;
-    return m->items[--m->count];
+    if (m->count > 0) {
+      give_place(k);  // the place stays with this thread as a spare, for its next retire
+      --k.tc->cached;
+      return m->items[--m->count];
+    }
+    if (k.c.stacks[cls].looks_empty()) return nullptr;  // else the cache had no room: pop one
   }
   const chain got = k.c.stacks[cls].pop_chain(k.c.slots, 1);  // (S2)
   if (got.count == 0) return nullptr;
@@ -418,25 +492,24 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
   return data;
 }
 
-// Keeps a buffer of class cls; false when the bound or the slots are exhausted.
+// Keeps a buffer of class cls; false when the bound or the slots are exhausted, or the pool was
+// switched off while this retire ran.
 [[gnu::always_inline]] inline bool retire_on_class(call& k, std::size_t cls, std::byte* data) noexcept {
   magazine* m = magazine_for(k, cls);
   if (!take_place(k)) return false;
   if (m != nullptr) {
-    make_room(k, 1);
-    if (m->count == m->limit) flush(k, cls, *m, batch_of(*m));
-    m->items[m->count++] = data;
-    ++k.tc->cached;
-    return true;
+    if (make_room(k, 1) && (m->count < m->limit || flush(k, cls, *m, batch_of(*m)) > 0)) {
+      m->items[m->count++] = data;
+      ++k.tc->cached;
+      return true;
+    }
+  } else if (const slot_index i = get_slot(k); i != no_slot) {
+    k.c.slots[i].data = data;
+    if (publish(k, cls, chain{i, i, 1}, /*earlier=*/false)) return true;
+    release_slots(k.c, k.tc, chain{i, i, 1});
   }
-  const slot_index i = get_slot(k);
-  if (i == no_slot) {
-    give_place(k);
-    return false;
-  }
-  k.c.slots[i].data = data;
-  publish(k, cls, chain{i, i, 1});
-  return true;
+  give_place(k);
+  return false;
 }
 
 [[gnu::cold, gnu::noinline]] std::optional<held> take_off_class(call& k, std::size_t cls, std::size_t size) noexcept {
@@ -454,9 +527,10 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
   if (!take_place(k)) return false;
   {
     std::lock_guard lock(k.c.shelf_mutex);
-    // Under the shelf lock, a trim that has emptied the shelves has also changed the state, and
-    // this load sees it (the lock orders the two): a buffer is never shelved past a trim.
-    if (k.c.state.load(std::memory_order_relaxed) == k.state) {
+    // Under the shelf lock, a switch to disabled whose trim has emptied the shelves is seen (the
+    // lock orders the two): no buffer is shelved past set_enabled(false). A trim alone may be
+    // overtaken, as if this retire came after it.
+    if (enabled_in(k.c.state.load(std::memory_order_relaxed))) {
       try {
         k.c.off_class.put(cls, h);
         k.c.off_class_nonempty[cls].store(true, std::memory_order_relaxed);
@@ -478,8 +552,8 @@ void fold(counters& into, const counters& from) noexcept {
   }
 }
 
-// Gives a cache back to its pool (its thread is exiting, or needs the directory way) and lets
-// go of the pool's control block. Runs on the cache's own thread.
+// Gives a cache back to its pool (its thread is exiting, or the pool is gone) and lets go of the
+// pool's control block. Runs on the cache's own thread, which has taken it off its list.
 void detach(thread_cache* tc) noexcept {
   core& c = tc->core;
   bool last = false;
@@ -491,9 +565,14 @@ void detach(thread_cache* tc) noexcept {
       call k{c, tc, now};
       if (tc->magazines) {
         for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
-          if (magazine* m = tc->magazines[cls]; m != nullptr && m->count > 0) flush(k, cls, *m, m->count);
+          if (magazine* m = tc->magazines[cls].get(); m != nullptr && m->count > 0) {
+            flush(k, cls, *m, m->count);
+            free_held(k, cls, m->items, m->count);  // what found no slot: the thread is leaving
+            m->count = 0;
+          }
         }
       }
+      tc->cached = 0;
       unreserve(c, tc->spare.exchange(0, std::memory_order_relaxed));
       if (tc->free_slots.count > 0) {
         release_slots(c, nullptr, first_of(c, tc->free_slots, tc->free_slots.count));
@@ -505,7 +584,7 @@ void detach(thread_cache* tc) noexcept {
     if (tc->next != nullptr) tc->next->prev = tc->prev;
     last = --c.refs == 0;
   }
-  delete tc;
+  delete tc;  // touches nothing of the core, which another thread may free from here on
   if (last) delete &c;
 }
 
@@ -568,7 +647,7 @@ void detach(thread_cache* tc) noexcept {
   thread_cache* tc = current_cache(c);
   if (tc != nullptr && enabled_in(tc->seen_state) && size <= c.classes.ceiling()) {
     const std::size_t cls = c.classes.of(size);
-    magazine* m = tc->magazines[cls];
+    magazine* m = tc->magazines[cls].get();
     const std::uint32_t spare = tc->spare.load(std::memory_order_relaxed) + 1;
     if (m != nullptr && m->count > 0 && spare <= 2 * c.place_batch &&
         !c.off_class_nonempty[cls].load(std::memory_order_relaxed)) {
@@ -584,7 +663,87 @@ void detach(thread_cache* tc) noexcept {
   return take_general(c, size);
 }
 
+// ---- fork -------------------------------------------------------------------------------------
+
+// In a forked child, where the parent's other threads are gone with whatever their caches held
+// and whatever calls they had in flight. Their caches are let go without freeing their buffers:
+// a thread stopped inside a call may have left a magazine's count one ahead of its items, so
+// freeing could free a buffer its owner had answered; that memory stays allocated in the child,
+// as jemalloc's and mimalloc's other threads' caches do. The bound's count and retained_bytes
+// are then made exact again from what the child can reach.
+void adopt_after_fork(core& c) noexcept {
+  thread_cache* mine = nullptr;
+  for (thread_cache* tc = tls_caches; tc != nullptr; tc = tc->next_of_thread) {
+    if (&tc->core == &c) mine = tc;
+  }
+  for (thread_cache* tc = c.registry; tc != nullptr;) {
+    thread_cache* const next = tc->next;
+    if (tc != mine) {
+      fold(c.departed, tc->counts);
+      (tc->prev != nullptr ? tc->prev->next : c.registry) = tc->next;
+      if (tc->next != nullptr) tc->next->prev = tc->prev;
+      --c.refs;  // never the last: the pool itself holds one
+      delete tc;
+    }
+    tc = next;
+  }
+  std::size_t places = 0;
+  std::uint64_t bytes = 0;
+  for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+    const std::size_t n = c.stacks[cls].count_alone(c.slots);
+    places += n;
+    bytes += n * c.class_size[cls];
+  }
+  const auto [shelved, shelved_bytes] = c.off_class.tally();
+  places += shelved;
+  bytes += shelved_bytes;
+  counters sum;
+  fold(sum, c.departed);
+  fold(sum, c.orphans);
+  if (mine != nullptr) {
+    fold(sum, mine->counts);
+    places += mine->spare.load(std::memory_order_relaxed);
+    if (mine->magazines) {
+      for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+        if (const magazine* m = mine->magazines[cls].get(); m != nullptr) {
+          places += m->count;
+          bytes += std::uint64_t{m->count} * c.class_size[cls];
+        }
+      }
+    }
+  }
+  c.reserved.store(places, std::memory_order_relaxed);
+  // What the lost caches held leaves the byte count as if freed.
+  const std::uint64_t in = sum.bytes_in.load(std::memory_order_relaxed);
+  const std::uint64_t out = sum.bytes_out.load(std::memory_order_relaxed);
+  if (in - out > bytes) recorder{&c.departed, true}.add(&counters::bytes_out, in - out - bytes);
+}
+
 }  // namespace
+
+void pool::core::lock_for_fork() noexcept {
+  admin_mutex.lock();  // lock order: admin_mutex, then shelf_mutex
+  shelf_mutex.lock();
+}
+
+void pool::core::unlock_in_parent() noexcept {
+  shelf_mutex.unlock();
+  admin_mutex.unlock();
+}
+
+void pool::core::unlock_in_child() noexcept {
+  if (alive.load(std::memory_order_relaxed)) adopt_after_fork(*this);
+  shelf_mutex.unlock();
+  admin_mutex.unlock();
+}
+
+void detail::release_thread_caches() noexcept {
+  tls_directory = {};
+  while (thread_cache* tc = tls_caches) {
+    tls_caches = tc->next_of_thread;
+    detach(tc);
+  }
+}
 
 // ---- the public calls ---------------------------------------------------------------------------
 
@@ -600,7 +759,7 @@ pool::~pool() {
     for (thread_cache* tc = c.registry; tc != nullptr; tc = tc->next) {
       if (tc->magazines) {
         for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
-          if (magazine* m = tc->magazines[cls]; m != nullptr) {
+          if (magazine* m = tc->magazines[cls].get(); m != nullptr) {
             free_held(k, cls, m->items, m->count);
             m->count = 0;
           }
@@ -636,7 +795,7 @@ void pool::retire(buffer&& b) noexcept {
   thread_cache* tc = current_cache(c);
   if (tc != nullptr && enabled_in(tc->seen_state) && h.capacity <= c.classes.ceiling()) {
     const std::size_t cls = c.classes.of(h.capacity);
-    magazine* m = tc->magazines[cls];
+    magazine* m = tc->magazines[cls].get();
     const std::uint32_t spare = tc->spare.load(std::memory_order_relaxed);
     if (m != nullptr && m->count < m->limit && tc->cached < c.cache_limit && spare > 0 &&
         c.class_size[cls] == h.capacity) {
@@ -655,36 +814,45 @@ void pool::retire(buffer&& b) noexcept {
 void pool::set_enabled(bool on) noexcept {
   if (on) {
     core_->state.fetch_or(detail::enabled_bit, std::memory_order_relaxed);  // publishes nothing
+    catch_up(*core_);
   } else {
-    core_->state.fetch_and(~detail::enabled_bit, std::memory_order_relaxed);  // trim's bump orders it
+    // Relaxed: trim's bump (T1) follows it in the word's modification order, and (P) reads the
+    // word after that bump or waits for the publisher.
+    core_->state.fetch_and(~detail::enabled_bit, std::memory_order_relaxed);
     trim();
   }
 }
 
-bool pool::enabled() const noexcept { return enabled_in(core_->state.load(std::memory_order_relaxed)); }
+bool pool::enabled() const noexcept {
+  catch_up(*core_);
+  return enabled_in(core_->state.load(std::memory_order_relaxed));
+}
 
 void pool::trim() noexcept {
-  call k = begin(*core_);
-  k.state = core_->state.fetch_add(detail::one_generation, std::memory_order_seq_cst) +
-            detail::one_generation;  // (H)
-  for (std::size_t cls = 0; cls < core_->classes.count(); ++cls) drain(k, cls);  // (H), (S3)
+  core& c = *core_;
+  call k = begin(c);
+  k.state = c.state.fetch_add(detail::one_generation, std::memory_order_seq_cst) +
+            detail::one_generation;  // (T1)
+  await_publishers(c);               // (T2)
+  for (std::size_t cls = 0; cls < c.classes.count(); ++cls) drain(k, cls);  // (S3)
   std::size_t count = 0, bytes = 0;
   {
-    std::lock_guard lock(core_->shelf_mutex);
-    std::tie(count, bytes) = core_->off_class.free_all();
-    for (std::size_t cls = 0; cls < core_->classes.count(); ++cls) {
-      core_->off_class_nonempty[cls].store(false, std::memory_order_relaxed);
+    std::lock_guard lock(c.shelf_mutex);
+    std::tie(count, bytes) = c.off_class.free_all();
+    for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+      c.off_class_nonempty[cls].store(false, std::memory_order_relaxed);
     }
   }
-  unreserve(*core_, count);
+  unreserve(c, count);
   k.rec().add(&counters::bytes_out, bytes);
-  if (k.tc != nullptr) sync(*core_, *k.tc, k.state);  // this thread's own cache, now
+  if (k.tc != nullptr) sync(c, *k.tc, k.state);  // this thread's own cache, now
 }
 
 std::size_t pool::retained() const noexcept { return stats().retained; }
 
 pool_stats pool::stats() const noexcept {
   core& c = *core_;
+  catch_up(c);
   counters sum;
   std::size_t spare = 0;
   {

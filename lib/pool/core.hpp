@@ -16,8 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
+#include "fork.hpp"
 #include "memory.hpp"
 #include "shelves.hpp"
 #include "size_classes.hpp"
@@ -54,28 +54,38 @@ struct thread_cache {
   };
 
   explicit thread_cache(pool::core& c);
-  ~thread_cache();  // deletes the magazines (their buffers are freed or given back before)
+  // Frees the magazines (never their buffers, which are freed or given back before) and touches
+  // nothing of the core, which may be gone by then.
+  ~thread_cache() = default;
 
   pool::core& core;
   std::uint64_t seen_state = 0;                 // owner only
-  std::unique_ptr<magazine*[]> magazines;       // per class, each made at first use; null when
-                                                // caching is off; owner only
+  std::unique_ptr<std::unique_ptr<magazine>[]>  // per class, each made at first use; null when
+      magazines;                                // caching is off; owner only
   std::uint32_t cached = 0;                     // buffers in all magazines; owner only
   local_chain free_slots;                       // slots with no buffer; owner only
   detail::atomic<std::uint32_t> spare{0};       // reserved places not yet used; owner writes
+  // True while the owner publishes a chain to a stack: trim waits for it to fall (see (P) in
+  // pool.cpp). Owner writes; trim reads under admin_mutex.
+  detail::atomic<bool> publishing{false};
   counters counts;                              // owner writes
   thread_cache* prev = nullptr;                 // the core's registry, under admin_mutex
   thread_cache* next = nullptr;
+  thread_cache* next_of_thread = nullptr;       // the owning thread's list of its caches
 };
 
 }  // namespace sluice::detail
 
 namespace sluice {
 
-struct pool::core {
+struct pool::core final : detail::fork_aware {
   explicit core(const pool_options& o);
+  ~core() { leave(); }
 
-  const std::uint64_t id;  // never reused, so a thread cache can never be taken for another pool's
+  void lock_for_fork() noexcept override;
+  void unlock_in_parent() noexcept override;
+  void unlock_in_child() noexcept override;
+
   const detail::size_classes classes;
   const std::unique_ptr<std::size_t[]> class_size;  // classes.size(c), looked up on the fast path
   const std::size_t bound;
@@ -99,11 +109,13 @@ struct pool::core {
 
   // Off-class buffers. off_class_nonempty[c] mirrors !off_class.empty(c), written under
   // shelf_mutex and read without it as a hint (relaxed: a racing retire may be missed).
-  std::mutex shelf_mutex;
+  detail::mutex shelf_mutex;
   detail::shelves off_class;
   std::unique_ptr<detail::atomic<bool>[]> off_class_nonempty;
 
-  std::mutex admin_mutex;  // guards what follows, and every cache's fields for non-owners
+  // Guards what follows, every cache's fields for non-owners, and the publishing of threads
+  // that have no cache. Lock order: admin_mutex, then shelf_mutex.
+  detail::mutex admin_mutex;
   detail::thread_cache* registry = nullptr;
   std::size_t refs = 1;    // the pool, and each thread_cache
   // False once ~pool has run. Written under admin_mutex; read under it, or without it as a hint
@@ -114,3 +126,12 @@ struct pool::core {
 };
 
 }  // namespace sluice
+
+namespace sluice::detail {
+
+// What a thread's exit does for sluice::pool: gives every cache of the calling thread back to
+// its pool (or lets it go, if the pool is gone). Run by a thread_local destructor; the
+// deterministic tests call it to drive a thread's exit under their scheduler.
+void release_thread_caches() noexcept;
+
+}  // namespace sluice::detail

@@ -39,6 +39,16 @@ class shelves {
 
   bool empty(std::size_t c) const noexcept { return shelves_[c].empty(); }
 
+  // How many buffers the shelves hold, and their bytes.
+  std::pair<std::size_t, std::size_t> tally() const noexcept {
+    std::size_t count = 0, bytes = 0;
+    for (const auto& shelf : shelves_) {
+      count += shelf.size();
+      for (const held& h : shelf) bytes += h.capacity;
+    }
+    return {count, bytes};
+  }
+
   // Frees every buffer; answers how many and their bytes.
   std::pair<std::size_t, std::size_t> free_all() noexcept {
     std::size_t count = 0, bytes = 0;

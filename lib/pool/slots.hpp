@@ -7,7 +7,8 @@
 // every successful CAS bumps the tag, which defeats ABA: a pop that read head (A, t) and A's
 // link B cannot succeed after A was popped and pushed back, because the head is then (A, t' != t).
 // The tag wraps after 2^32 modifications of one head; ABA then needs a thread to be suspended
-// between its read and its CAS for exactly that many, the same residual risk as IBM's original.
+// between its read and its CAS for a multiple of exactly that many, the residual risk of IBM's
+// original (pool.hpp states it).
 //
 // The algorithm is R. K. Treiber's stack (Systems Programming: Coping with Parallelism, IBM
 // RJ 5118, 1986) with the tagged head of the IBM System/370 manual, extended to move chains:
@@ -16,11 +17,11 @@
 // read, so the links walked in between were the stack's own).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <new>
 #include <utility>
 
@@ -36,7 +37,20 @@ struct slot {
   std::byte* data = nullptr;                 // read and written only by the slot's owner
 };
 
-// Chain k holds 64 << k slots; 27 chains cover every index below no_slot.
+// A chain of slots detached from or bound for a stack: first..last linked through `next`.
+struct chain {
+  slot_index first = no_slot;
+  slot_index last = no_slot;
+  std::uint32_t count = 0;
+};
+
+// Chunk k holds the 64 << k slots from index (64 << k) - 64; 27 chunks cover every index below
+// no_slot (the last one stops short of it).
+//
+// Growth is lock-free: a thread claims fresh indices by advancing `fresh_` with a CAS, after
+// making sure the chunk under them exists; a thread that finds the chunk missing allocates it
+// and installs it with one CAS, and one that loses that race frees its copy and uses the
+// winner's. No thread ever waits for another to finish an allocation.
 class slot_table {
  public:
   slot_table() = default;
@@ -52,35 +66,33 @@ class slot_table {
   slot* find(slot_index i) noexcept {
     const auto [chunk, offset] = locate(i);
     // (C2) acquire; synchronizes-with (C1). A holder of a genuine index always sees the chunk,
-    // since the index reached it through stack CASes that the maker's push released.
+    // since the index reached it through stack CASes that the claimer's push released.
     slot* base = chunks_[chunk].load(std::memory_order_acquire);
     return base == nullptr ? nullptr : base + offset;
   }
 
-  // Makes the next chunk and answers its slots as a chain linked first to last (count 0 when
-  // every index is used). Throws std::bad_alloc.
-  std::pair<slot_index, slot_index> grow(slot_index& count) {
-    std::lock_guard lock(grow_mutex_);
-    const std::size_t k = made_chunks_;
-    if (k == chunks_.size()) {
-      count = 0;
-      return {no_slot, no_slot};
+  // Up to n (>= 1) slots never used before, as a chain linked first to last; an empty chain
+  // when no memory can be had or every index is taken. Lock-free (see above).
+  chain claim(std::uint32_t n) noexcept {
+    // Relaxed: `fresh_` only hands out numbers; the slots themselves are reached through (C2).
+    slot_index first = fresh_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (first == no_slot) return {};
+      const std::size_t k = locate(first).first;
+      if (made(k) == nullptr) return {};
+      const auto count = static_cast<std::uint32_t>(std::min<std::uint64_t>(n, chunk_end(k) - first));
+      if (fresh_.compare_exchange_weak(first, first + count, std::memory_order_relaxed)) {
+        const chain c{first, first + count - 1, count};
+        for (slot_index i = c.first; i != c.last; ++i) (*this)[i].next.store(i + 1, std::memory_order_relaxed);
+        return c;
+      }
     }
-    const slot_index first = static_cast<slot_index>((std::size_t{64} << k) - 64);
-    std::size_t n = std::size_t{64} << k;
-    if (first + n - 1 >= no_slot) n = no_slot - first;  // the last chunk stops short of no_slot
-    slot* base = new slot[n];
-    for (std::size_t j = 0; j + 1 < n; ++j) base[j].next.store(static_cast<slot_index>(first + j + 1), std::memory_order_relaxed);
-    chunks_[k].store(base, std::memory_order_release);  // (C1)
-    ++made_chunks_;
-    count = static_cast<slot_index>(n);
-    return {first, static_cast<slot_index>(first + n - 1)};
   }
 
   // Frees every chunk. Only when no thread can use an index any more.
   void release() noexcept {
     for (auto& c : chunks_) delete[] c.exchange(nullptr, std::memory_order_relaxed);
-    made_chunks_ = 0;
+    fresh_.store(0, std::memory_order_relaxed);
   }
 
  private:
@@ -89,30 +101,39 @@ class slot_table {
     const std::size_t chunk = static_cast<std::size_t>(std::bit_width(v)) - 7;
     return {chunk, static_cast<std::size_t>(v - (std::uint64_t{64} << chunk))};
   }
+  static std::uint64_t chunk_begin(std::size_t k) noexcept { return (std::uint64_t{64} << k) - 64; }
+  static std::uint64_t chunk_end(std::size_t k) noexcept {
+    return std::min<std::uint64_t>(chunk_begin(k + 1), no_slot);
+  }
+
+  // Chunk k, made now if it is missing; null when no memory can be had.
+  slot* made(std::size_t k) noexcept {
+    slot* base = chunks_[k].load(std::memory_order_acquire);  // (C2)
+    if (base != nullptr) return base;
+    slot* mine = new (std::nothrow) slot[chunk_end(k) - chunk_begin(k)];
+    if (mine == nullptr) return nullptr;
+    // (C1) release: the chunk's constructed slots are visible to whoever finds it through (C2).
+    if (chunks_[k].compare_exchange_strong(base, mine, std::memory_order_release, std::memory_order_acquire)) {
+      return mine;
+    }
+    delete[] mine;  // another thread made it first; `base` is theirs, read with acquire (C2)
+    return base;
+  }
 
   std::array<detail::atomic<slot*>, 27> chunks_{};
-  std::mutex grow_mutex_;
-  std::size_t made_chunks_ = 0;  // guarded by grow_mutex_
-};
-
-// A chain of slots detached from or bound for a stack: first..last linked through `next`.
-struct chain {
-  slot_index first = no_slot;
-  slot_index last = no_slot;
-  std::uint32_t count = 0;
+  detail::atomic<slot_index> fresh_{0};  // every index below it has been claimed
 };
 
 class alignas(64) tagged_stack {
  public:
   // Links c (count >= 1) on top. (S1) The CAS is a release, so c's buffers and links are visible
-  // to whoever pops them; it is seq_cst because pool::core's trim handshake needs it (see
-  // publish() in pool.cpp). On x86 a locked CMPXCHG is seq_cst either way.
+  // to whoever pops them.
   void push_chain(slot_table& slots, const chain& c) noexcept {
     std::uint64_t head = head_.load(std::memory_order_relaxed);
     do {
       slots[c.last].next.store(index_of(head), std::memory_order_relaxed);
     } while (!head_.compare_exchange_weak(head, pack(c.first, tag_of(head) + 1),
-                                          std::memory_order_seq_cst, std::memory_order_relaxed));
+                                          std::memory_order_release, std::memory_order_relaxed));
   }
 
   // Detaches up to n (>= 1) slots from the top; an empty chain when the stack is empty.
@@ -144,11 +165,12 @@ class alignas(64) tagged_stack {
     }
   }
 
-  // Detaches everything. (S3) seq_cst: the other side of the trim handshake with (S1).
+  // Detaches everything. (S3) acquire, like (S2): it synchronizes-with every push before it.
   chain pop_all(slot_table& slots) noexcept {
-    std::uint64_t head = head_.load(std::memory_order_seq_cst);
+    std::uint64_t head = head_.load(std::memory_order_relaxed);
     while (index_of(head) != no_slot &&
-           !head_.compare_exchange_weak(head, pack(no_slot, tag_of(head) + 1), std::memory_order_seq_cst)) {
+           !head_.compare_exchange_weak(head, pack(no_slot, tag_of(head) + 1), std::memory_order_acquire,
+                                        std::memory_order_relaxed)) {
     }
     chain c{index_of(head), index_of(head), 0};
     if (c.first == no_slot) return c;
@@ -157,6 +179,17 @@ class alignas(64) tagged_stack {
       if (next == no_slot) return c;
       c.last = next;
     }
+  }
+
+  // How many slots the stack holds, walked without a CAS: only where no other thread can touch
+  // it (a forked child, whose parent's other threads are gone).
+  std::size_t count_alone(slot_table& slots) noexcept {
+    std::size_t n = 0;
+    for (slot_index i = index_of(head_.load(std::memory_order_relaxed)); i != no_slot;
+         i = slots[i].next.load(std::memory_order_relaxed)) {
+      ++n;
+    }
+    return n;
   }
 
   // A hint: true when the stack looked empty. Relaxed: a racing push may be missed, as a take

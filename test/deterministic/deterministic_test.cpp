@@ -40,12 +40,10 @@ struct stack_fixture {
   std::vector<std::byte> marks;
 
   explicit stack_fixture(std::uint32_t n) : marks(n) {
-    sd::slot_index made = 0;
-    const auto [first, last] = slots.grow(made);
-    REQUIRE(made >= n);
+    const sd::chain fresh = slots.claim(n);
+    REQUIRE((fresh.first == 0 && fresh.count == n));
     for (std::uint32_t i = 0; i < n; ++i) slots[i].data = &marks[i];
     for (std::uint32_t i = n; i-- > 0;) stack.push_chain(slots, sd::chain{i, i, 1});
-    (void)first, (void)last;
   }
   std::uint32_t mark_of(sd::slot_index i) { return static_cast<std::uint32_t>(slots[i].data - marks.data()); }
 };
