@@ -25,9 +25,8 @@ constexpr std::uint64_t pack(std::int64_t cap, std::uint64_t count) noexcept {
 constexpr std::int64_t cap_of(std::uint64_t word) noexcept {
   return static_cast<std::int64_t>(word >> cap_shift);
 }
-// The raw count may overshoot gate_limit for an instant (see note_submitted); readers clamp.
 constexpr std::int64_t count_of(std::uint64_t word) noexcept {
-  return std::min(static_cast<std::int64_t>(word & count_mask), gate_limit);
+  return static_cast<std::int64_t>(word & count_mask);
 }
 
 }  // namespace
@@ -44,13 +43,13 @@ constexpr std::int64_t count_of(std::uint64_t word) noexcept {
 gate::gate(std::int64_t cap) noexcept : word_(pack(clamp_cap(cap), 0)) {}
 
 void gate::note_submitted() noexcept {
-  // Relaxed: a submission publishes nothing. Wait-free: one fetch_add, and one fetch_sub only
-  // when saturated. The overshoot is at most one per concurrently saturating thread, far below
-  // the 2^31 headroom of bit 31, so the cap bits are never touched.
-  const std::uint64_t old = word_.fetch_add(1, std::memory_order_relaxed);
-  if (static_cast<std::int64_t>(old & count_mask) >= gate_limit) {
-    word_.fetch_sub(1, std::memory_order_relaxed);
-  }
+  // Relaxed: a submission publishes nothing. One CAS, retried only when another call changed the
+  // word (lock-free); at gate_limit the count stays put, so the saturated submission is one step
+  // that changes nothing, never an add and an undo that another call could see between.
+  std::uint64_t word = word_.load(std::memory_order_relaxed);
+  do {
+    if (count_of(word) == gate_limit) return;
+  } while (!word_.compare_exchange_weak(word, word + 1, std::memory_order_relaxed));
 }
 
 void gate::note_done() noexcept {

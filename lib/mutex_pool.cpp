@@ -2,6 +2,7 @@
 // benchmark compares with and the reference model the tests check sluice::pool against.
 #include <mutex>
 
+#include "pool/fork.hpp"
 #include "pool/memory.hpp"
 #include "pool/shelves.hpp"
 #include "pool/size_classes.hpp"
@@ -9,9 +10,15 @@
 
 namespace sluice {
 
-struct mutex_pool::state {
+struct mutex_pool::state final : detail::fork_aware {
   explicit state(const pool_options& o)
       : classes(o.ceiling), bound(o.bound), enabled(o.enabled), shelves(classes.count()) {}
+  ~state() { leave(); }
+
+  // A fork's child never inherits the mutex locked by a thread it does not have.
+  void lock_for_fork() noexcept override { mutex.lock(); }
+  void unlock_in_parent() noexcept override { mutex.unlock(); }
+  void unlock_in_child() noexcept override { mutex.unlock(); }
 
   const detail::size_classes classes;
   const std::size_t bound;

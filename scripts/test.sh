@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh test || exit 1
 
-export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1"
 export ASAN_OPTIONS="detect_leaks=1 abort_on_error=1 allocator_may_return_null=1"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1"
 

@@ -64,9 +64,7 @@ class gate {
   void adjust(pressure p, std::int64_t max_cap) noexcept;
 
  private:
-  // Invariant: bits 0-31 hold in_flight, bits 32-63 hold cap. in_flight is at most gate_limit
-  // except for the instant between a saturating note_submitted's add and its undo; bit 31 is
-  // the headroom that keeps such an overshoot from carrying into the cap.
+  // Invariant: bits 0-31 hold in_flight, bits 32-63 hold cap; both are at most gate_limit.
   detail::atomic<std::uint64_t> word_;
 };
 

@@ -11,11 +11,16 @@ namespace sluice::detail {
 
 static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ >= 16, "buffers promise 16-byte alignment");
 
-// Throws std::bad_alloc when the bytes cannot be had; at once for more than PTRDIFF_MAX bytes,
-// which no allocator can give (and which would otherwise abort under AddressSanitizer).
+// Throws std::bad_alloc when the bytes cannot be had: at once for more than PTRDIFF_MAX bytes,
+// which no allocator can give; otherwise when operator new, asked not to throw, answers null.
+// Throwing here rather than in operator new keeps the answer the same under a sanitizer's
+// allocator, whose throwing operator new aborts on an impossible size, while its nothrow one
+// answers null when run with allocator_may_return_null=1 (as scripts/test.sh runs it).
 inline std::byte* allocate_bytes(std::size_t n) {
   if (n > static_cast<std::size_t>(PTRDIFF_MAX)) throw std::bad_alloc();
-  return static_cast<std::byte*>(::operator new(n));
+  void* p = ::operator new(n, std::nothrow);
+  if (p == nullptr) throw std::bad_alloc();
+  return static_cast<std::byte*>(p);
 }
 inline void free_bytes(std::byte* p) noexcept { ::operator delete(p); }  // as ~buffer does
 
