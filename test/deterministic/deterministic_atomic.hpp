@@ -1,8 +1,11 @@
-// sluice::detail::atomic for the deterministic tests: std::atomic's interface, with a switch
-// point of the deterministic scheduler before every operation.
+// sluice::detail::atomic and sluice::detail::mutex for the deterministic tests: std::atomic's and
+// std::mutex's interfaces, with a switch point of the deterministic scheduler before every
+// operation. A scheduled thread that finds the mutex held yields until it is free, so a holder
+// that the policy does not run keeps it waiting, exactly as a preempted holder would.
 #pragma once
 
 #include <atomic>
+#include <thread>
 
 #include "scheduler.hpp"
 
@@ -67,6 +70,36 @@ class atomic {
 
  private:
   std::atomic<T> value_{};
+};
+
+class mutex {
+  using op = sluice_test::det::op;
+
+ public:
+  mutex() = default;
+  mutex(const mutex&) = delete;
+  mutex& operator=(const mutex&) = delete;
+
+  void lock() noexcept {
+    for (;;) {
+      sluice_test::det::scheduler::yield(op::lock);
+      if (!held_.exchange(true, std::memory_order_acquire)) return;
+      std::this_thread::yield();  // for threads the scheduler does not run
+    }
+  }
+  bool try_lock() noexcept {
+    sluice_test::det::scheduler::yield(op::lock);
+    return !held_.exchange(true, std::memory_order_acquire);
+  }
+  // The switch point comes after the release: a holder may be preempted right after it lets go,
+  // before whatever it does next (as ~pool and a thread's exit race right there).
+  void unlock() noexcept {
+    held_.store(false, std::memory_order_release);
+    sluice_test::det::scheduler::yield(op::unlock);
+  }
+
+ private:
+  std::atomic<bool> held_{false};
 };
 
 }  // namespace sluice::detail

@@ -21,17 +21,10 @@
 using sluice_test::det::moment;
 using sluice_test::det::op;
 using sluice_test::det::scheduler;
+using sluice_test::det::seeds;
 namespace sd = sluice::detail;
 
 namespace {
-
-// The seeds a case explores: SLUICE_DET_SEED alone when set, else 0..count-1.
-std::vector<std::uint64_t> seeds(std::uint64_t count) {
-  if (const char* one = std::getenv("SLUICE_DET_SEED")) return {std::strtoull(one, nullptr, 10)};
-  std::vector<std::uint64_t> all(count);
-  for (std::uint64_t i = 0; i < count; ++i) all[i] = i;
-  return all;
-}
 
 // A stack of slots 0..n-1 (slot i's buffer pointer records i, so a slot read is checkable).
 struct stack_fixture {

@@ -4,15 +4,18 @@
 //
 // The primitives reach it through their one atomic seam: this test's executable compiles the
 // library's sources with SLUICE_ATOMIC_HEADER naming deterministic_atomic.hpp beside this file, whose
-// sluice::detail::atomic calls scheduler::yield() before every operation. Code that blocks on a
-// real mutex while another scheduled thread holds it would deadlock here, so these tests drive
-// the lock-free parts (the gate, the tagged stacks), which never block.
+// sluice::detail::atomic calls scheduler::yield() before every operation, and whose
+// sluice::detail::mutex yields while it finds the mutex held, so whole pools run here too: their
+// lock-free parts, their mutexes, thread exit (sluice::detail::release_thread_caches) and ~pool.
+// A test that waits for another scheduled thread spins on wait_until(), which yields.
 #pragma once
 
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -20,7 +23,7 @@
 
 namespace sluice_test::det {
 
-enum class op { load, store, rmw, cas };
+enum class op { load, store, rmw, cas, lock, unlock };
 
 // What a policy is shown at each switch point: who may run, who is about to act, and how.
 struct moment {
@@ -31,6 +34,14 @@ struct moment {
 };
 
 using policy = std::function<std::size_t(const moment&)>;
+
+// The seeds a case explores: SLUICE_DET_SEED alone when set, else 0..count-1.
+inline std::vector<std::uint64_t> seeds(std::uint64_t count) {
+  if (const char* one = std::getenv("SLUICE_DET_SEED")) return {std::strtoull(one, nullptr, 10)};
+  std::vector<std::uint64_t> all(count);
+  for (std::uint64_t i = 0; i < count; ++i) all[i] = i;
+  return all;
+}
 
 class scheduler {
  public:
@@ -43,6 +54,7 @@ class scheduler {
       std::lock_guard lock(s.mutex_);
       s.pick_ = std::move(pick);
       s.done_.assign(bodies.size(), false);
+      s.turns_ = std::make_unique<std::condition_variable[]>(bodies.size());
       s.step_ = 0;
       s.current_ = s.choose(none, op::load);
     }
@@ -66,8 +78,15 @@ class scheduler {
     scheduler& s = instance();
     std::unique_lock lock(s.mutex_);
     s.current_ = s.choose(me, next);
-    s.turn_.notify_all();
-    s.turn_.wait(lock, [&] { return s.current_ == me; });
+    if (s.current_ == me) return;  // no switch
+    s.wake_current();
+    s.turns_[me].wait(lock, [&] { return s.current_ == me; });
+  }
+
+  // Waits, at switch points, until ready() holds (it reads what other scheduled threads write).
+  template <class Ready>
+  static void wait_until(Ready ready) {
+    while (!ready()) yield(op::load);
   }
 
   // A policy that picks uniformly at random from a seed.
@@ -94,20 +113,24 @@ class scheduler {
 
   void wait_turn(std::size_t i) {
     std::unique_lock lock(mutex_);
-    turn_.wait(lock, [&] { return current_ == i; });
+    turns_[i].wait(lock, [&] { return current_ == i; });
+  }
+
+  void wake_current() {
+    if (current_ != none) turns_[current_].notify_one();
   }
 
   void finish(std::size_t i) {
     std::lock_guard lock(mutex_);
     done_[i] = true;
     current_ = choose(none, op::load);
-    turn_.notify_all();
+    wake_current();
   }
 
   static inline thread_local std::size_t me = none;
 
   std::mutex mutex_;
-  std::condition_variable turn_;
+  std::unique_ptr<std::condition_variable[]> turns_;  // one per thread: only the chosen one wakes
   policy pick_;
   std::vector<bool> done_;
   std::size_t step_ = 0;

@@ -1,0 +1,250 @@
+// sluice::pool under the deterministic scheduler: lib/pool.cpp compiled again over the atomic and
+// mutex seam (deterministic_atomic.hpp), so thread exit, ~pool, trim, the switch and the calls
+// that straddle them interleave at every atomic operation and mutex step that a seed picks.
+// Set SLUICE_DET_SEED=N to replay one seed.
+//
+// A thread's exit is driven by calling what its thread_local destructor calls
+// (sluice::detail::release_thread_caches), so that it runs under the scheduler too.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <vector>
+
+#include "../doctest.hpp"
+#include "pool/core.hpp"
+#include "scheduler.hpp"
+#include "sluice/pool.hpp"
+
+using sluice::buffer;
+using sluice::pool_options;
+using sluice_test::det::moment;
+using sluice_test::det::scheduler;
+using sluice_test::det::seeds;
+
+namespace {
+
+void exit_thread() { sluice::detail::release_thread_caches(); }
+
+// Logical time at call boundaries. One scheduled thread runs at a time and the scheduler's own
+// mutex orders every switch, so a plain counter is exact: a call's span [begin, end] holds every
+// switch point inside it.
+struct span {
+  std::uint64_t begin = 0, end = 0;
+};
+struct logical_clock {
+  std::uint64_t now = 0;
+  template <class Call>
+  span time(Call call) {
+    span s;
+    s.begin = ++now;
+    call();
+    s.end = ++now;
+    return s;
+  }
+};
+
+// Buffers are told apart by a mark in their first bytes, which the pool never touches.
+buffer marked(std::size_t capacity, std::uint64_t mark) {
+  buffer b(capacity);
+  std::memcpy(b.data(), &mark, sizeof mark);
+  return b;
+}
+std::uint64_t mark_of(const buffer& b) {
+  std::uint64_t mark = 0;
+  std::memcpy(&mark, b.data(), sizeof mark);
+  return mark;
+}
+
+// How many schedules a case runs: its plain-build count, halved under the sanitizers, which
+// slow every switch several times over.
+std::uint64_t scaled(std::uint64_t plain) {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  return plain / 2;
+#else
+  return plain;
+#endif
+}
+
+// A policy that stops `victim` at its k-th switch point once `armed` is set, and runs the other
+// threads in turn while it stays stopped: until all of them have finished, or until a budget of
+// steps shows that they cannot finish without it (`stuck`). Otherwise threads take turns.
+struct stop_at {
+  std::size_t victim;
+  std::uint64_t k;
+  const bool& armed;
+  std::uint64_t points = 0, waited = 0;
+  bool stopped = false, reached = false, stuck = false;
+
+  std::size_t pick(const moment& m) {
+    if (m.current == victim && armed && !reached && ++points == k) stopped = reached = true;
+    if (stopped) {
+      std::vector<std::size_t> others;
+      for (const std::size_t t : m.runnable) {
+        if (t != victim) others.push_back(t);
+      }
+      if (!others.empty() && ++waited <= 3000) return others[m.step % others.size()];
+      stuck = !others.empty();
+      stopped = false;
+    }
+    return m.runnable[m.step % m.runnable.size()];
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a thread's exit and its cache's eviction race ~pool, each stopped anywhere") {
+  // Two threads use pool X and say so; a third destroys X without waiting for them. One of them
+  // exits at once; the other goes on to pool Y, whose first call lets go of its cache for the
+  // dead X. The last to let go of X's control block frees it; nothing may be read after that
+  // (AddressSanitizer and ThreadSanitizer check it; LeakSanitizer checks that it is freed).
+  // Each of the three is stopped at each of its switch points in turn while the others run on as
+  // far as they can (an exit may wait for ~pool's mutex, and ~pool for an exit's: both block),
+  // and then random schedules mix all three.
+  std::uint64_t schedules = 0, switch_points = 0;
+  const auto round = [&](const std::function<std::size_t(const moment&)>& policy, bool& exiting,
+                         bool& evicting, bool& destroying) {
+    sluice::pool y;
+    auto* x = new sluice::pool(pool_options{.bound = 256});
+    int used = 0;
+    bool gone = false;
+    switch_points += scheduler::run(
+        {[&] {
+           x->retire(x->acquire(1024));
+           ++used;
+           exiting = true;
+           exit_thread();
+         },
+         [&] {
+           x->retire(x->acquire(1024));
+           x->retire(buffer(4096));
+           ++used;
+           scheduler::wait_until([&] { return gone; });
+           evicting = true;
+           y.retire(y.acquire(1024));
+           exit_thread();
+         },
+         [&] {
+           scheduler::wait_until([&] { return used == 2; });
+           destroying = true;
+           delete x;
+           gone = true;
+         }},
+        policy);
+    ++schedules;
+    CHECK(y.retained() == 1);
+  };
+  for (std::size_t victim = 0; victim < 3; ++victim) {
+    for (std::uint64_t k = 1;; ++k) {
+      CAPTURE(victim);
+      CAPTURE(k);
+      bool flags[3] = {false, false, false};
+      stop_at stop{victim, k, flags[victim]};
+      round([&](const moment& m) { return stop.pick(m); }, flags[0], flags[1], flags[2]);
+      if (!stop.reached) break;
+    }
+  }
+  for (const std::uint64_t seed : seeds(scaled(200))) {
+    CAPTURE(seed);
+    bool flags[3] = {false, false, false};
+    round(scheduler::random(seed), flags[0], flags[1], flags[2]);
+  }
+  MESSAGE("exit against ~pool: " << schedules << " schedules, " << switch_points << " switch points");
+}
+
+TEST_CASE("a call that straddles a trim or the switch frees only what they must") {
+  // C retires three buffers (the third moves its cache to the shared stack), T trims or switches
+  // the pool off, B retires three more; C and B then exit. Every buffer retired after T returned
+  // must stay retained; none retired before T began may (trim freed it, or the switch did).
+  // Same class for all, told apart by marks: a straddling call that freed the whole class would
+  // take B's with it.
+  std::uint64_t schedules = 0, switch_points = 0;
+  for (const bool cached : {true, false}) {
+    for (const bool disable : {false, true}) {
+      for (const std::uint64_t seed : seeds(scaled(300))) {
+        CAPTURE(cached);
+        CAPTURE(disable);
+        CAPTURE(seed);
+        // bound 64: a cache holds at most 2 buffers, so C's third retire publishes a batch
+        sluice::pool p{pool_options{.bound = 64, .thread_cache = cached}};
+        logical_clock clock;
+        span turn;
+        std::vector<std::pair<std::uint64_t, span>> retires;  // mark, when
+        const auto retire = [&](std::uint64_t mark) {
+          buffer b = marked(1024, mark);
+          retires.emplace_back(mark, clock.time([&] { p.retire(std::move(b)); }));
+        };
+        switch_points += scheduler::run(
+            {[&] {
+               for (std::uint64_t m = 1; m <= 3; ++m) retire(m);
+               exit_thread();
+             },
+             [&] { turn = clock.time([&] { disable ? p.set_enabled(false) : p.trim(); }); },
+             [&] {
+               for (std::uint64_t m = 11; m <= 13; ++m) retire(m);
+               exit_thread();
+             }},
+            scheduler::random(seed));
+        ++schedules;
+        std::set<std::uint64_t> must, may;
+        for (const auto& [mark, when] : retires) {
+          if (!disable && when.begin > turn.end) must.insert(mark);
+          if (!disable && when.end > turn.begin) may.insert(mark);
+        }
+        const sluice::pool_stats s = p.stats();
+        CHECK(s.retired + s.dropped == 6);
+        if (!disable) CHECK(s.dropped == 0);
+        std::set<std::uint64_t> found;
+        while (buffer b = p.take(1024)) found.insert(mark_of(b));
+        CHECK(s.retained == found.size());
+        CHECK(s.retained_bytes == 1024 * found.size());
+        CHECK(std::includes(found.begin(), found.end(), must.begin(), must.end()));
+        CHECK(std::includes(may.begin(), may.end(), found.begin(), found.end()));
+        CHECK(p.retained() == 0);
+      }
+    }
+  }
+  MESSAGE("straddled trims: " << schedules << " schedules, " << switch_points << " switch points");
+}
+
+TEST_CASE("take and retire complete while another thread is stopped anywhere inside them") {
+  // Lock-freedom, checked directly: G's calls (the pool's first retires, so the slot table grows
+  // under them) are stopped at their k-th switch point, for every k, and H must finish its own
+  // takes and retires of the same class while G stays stopped. A lock held by G, such as a mutex
+  // around the slot table's growth, would leave H waiting for G forever (here: past a budget).
+  std::uint64_t stops = 0;
+  for (const bool cached : {false, true}) {
+    for (std::uint64_t k = 1;; ++k) {
+      CAPTURE(cached);
+      CAPTURE(k);
+      sluice::pool p{pool_options{.bound = 64, .thread_cache = cached}};
+      bool warm_g = false, warm_h = false, measuring = false;
+      stop_at stop{0, k, measuring};
+      scheduler::run(
+          {[&] {
+             (void)p.take(1);  // the first call enrolls, which may block: not measured
+             warm_g = true;
+             scheduler::wait_until([&] { return warm_h; });
+             measuring = true;
+             for (int i = 0; i < 3; ++i) p.retire(buffer(1024));
+             for (int i = 0; i < 3; ++i) p.retire(p.acquire(1024));
+             measuring = false;
+             exit_thread();
+           },
+           [&] {
+             (void)p.take(1);
+             warm_h = true;
+             scheduler::wait_until([&] { return stop.stopped || (warm_g && !measuring && stop.points > 0); });
+             for (int i = 0; i < 3; ++i) p.retire(buffer(1024));
+             for (int i = 0; i < 3; ++i) p.retire(p.acquire(1024));
+             exit_thread();
+           }},
+          [&](const moment& m) { return stop.pick(m); });
+      CHECK_FALSE(stop.stuck);
+      if (!stop.reached) break;  // G's calls have fewer than k switch points: every one was tried
+      ++stops;
+    }
+  }
+  MESSAGE("lock-freedom: G stopped at " << stops << " switch points, H finished every time");
+}
