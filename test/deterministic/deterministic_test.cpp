@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../doctest.hpp"
@@ -195,4 +196,35 @@ TEST_CASE("the gate's floor holds at zero under every schedule a seed picks") {
     g.note_submitted();
     CHECK(g.in_flight() == 1);
   }
+}
+
+TEST_CASE("a saturating note_submitted is one step: no schedule shows its add without its undo") {
+  // in_flight at gate_limit. A submits (saturated: nothing changes); B finishes one and reads.
+  // Sequentially: submit-done-read ends at limit - 1 with read limit - 1; done-submit-read and
+  // done-read-submit end at limit. A read of limit must therefore end at limit: a submit that
+  // adds, then undoes, lets B's done land between and B read limit, yet ends at limit - 1.
+  // Reaching gate_limit by 2^31 calls is too slow here, so the word is set directly: gate is
+  // standard-layout with the word as its only member (bits 0-31 count, 32-63 cap).
+  static_assert(std::is_standard_layout_v<sluice::gate>);
+  std::uint64_t schedules = 0;
+  for (const std::uint64_t seed : seeds(1000)) {
+    CAPTURE(seed);
+    sluice::gate g{1};
+    auto& word = *reinterpret_cast<sluice::detail::atomic<std::uint64_t>*>(&g);
+    word.store(static_cast<std::uint64_t>(sluice::gate_limit) << 32 | static_cast<std::uint64_t>(sluice::gate_limit));
+    REQUIRE(g.in_flight() == sluice::gate_limit);
+    std::int64_t read = 0;
+    scheduler::run({[&] { g.note_submitted(); },
+                    [&] {
+                      g.note_done();
+                      read = g.in_flight();
+                    }},
+                   scheduler::random(seed));
+    ++schedules;
+    const std::int64_t end = g.in_flight();
+    CHECK((end == sluice::gate_limit || end == sluice::gate_limit - 1));
+    if (read == sluice::gate_limit) CHECK(end == sluice::gate_limit);
+    CHECK(g.cap() == sluice::gate_limit);
+  }
+  MESSAGE("saturation: " << schedules << " schedules");
 }
