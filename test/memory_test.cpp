@@ -1,0 +1,147 @@
+// What sluice::pool allocates for itself, seen through a replaced global operator new: the slot
+// table stays flat when one thread trims what another retires, a thread that cycles through
+// more pools than its directory has ways allocates nothing once each pool knows it, and a cache
+// that finds no slot (operator new failing on purpose) keeps what it holds and drops only the
+// retire that needed room.
+//
+// The replacement counts every allocation of the calling thread and the bytes live in the
+// process (by malloc_usable_size, so that frees subtract what allocations added), and fails on
+// purpose while `failing` is set. It serves the throwing and nothrow forms; the aligned forms
+// are left to the library's runtime, which pairs them with its own deletes.
+#include <malloc.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "doctest.hpp"
+#include "sluice/pool.hpp"
+
+namespace {
+
+std::atomic<long long> live_bytes{0};
+std::atomic<bool> failing{false};
+thread_local long long allocations = 0;
+
+void* allocate(std::size_t n) noexcept {
+  if (failing.load(std::memory_order_relaxed)) return nullptr;
+  void* p = std::malloc(n == 0 ? 1 : n);
+  if (p != nullptr) {
+    ++allocations;
+    live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+  }
+  return p;
+}
+
+void release(void* p) noexcept {
+  if (p == nullptr) return;
+  live_bytes.fetch_sub(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+  std::free(p);
+}
+
+void* allocate_or_throw(std::size_t n) {
+  if (void* p = allocate(n)) return p;
+  throw std::bad_alloc();
+}
+
+}  // namespace
+
+void* operator new(std::size_t n) { return allocate_or_throw(n); }
+void* operator new[](std::size_t n) { return allocate_or_throw(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return allocate(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return allocate(n); }
+void operator delete(void* p) noexcept { release(p); }
+void operator delete[](void* p) noexcept { release(p); }
+void operator delete(void* p, std::size_t) noexcept { release(p); }
+void operator delete[](void* p, std::size_t) noexcept { release(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { release(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { release(p); }
+
+using sluice::buffer;
+using sluice::pool_options;
+
+TEST_CASE("the slot table stays flat when one thread trims what another retires") {
+  // A worker retires 20,000 fresh buffers per cycle; the main thread then trims. Every slot the
+  // trim empties must be usable again by the worker: after the first cycles the pool allocates
+  // no more slots, so what it holds after a trim stops growing. (Buffers are freed by the trim;
+  // at most a cache's worth, 32 KiB, may stay in the worker's cache until its next call.)
+  for (const bool cached : {true, false}) {
+    CAPTURE(cached);
+    constexpr int per_cycle = 20000, cycles = 8;
+    sluice::pool p{pool_options{.bound = 32768, .thread_cache = cached}};
+    std::atomic<int> cycle{0}, done{0};
+    std::thread worker([&] {
+      for (int c = 1; c <= cycles; ++c) {
+        cycle.wait(c - 1);
+        for (int i = 0; i < per_cycle; ++i) p.retire(buffer(1024));
+        done.store(c);
+        done.notify_one();
+      }
+    });
+    std::vector<long long> after_trim;
+    for (int c = 1; c <= cycles; ++c) {
+      cycle.store(c);
+      cycle.notify_one();
+      for (int seen = done.load(); seen < c; seen = done.load()) done.wait(seen);
+      p.trim();
+      after_trim.push_back(live_bytes.load());
+    }
+    worker.join();
+    const long long growth = after_trim.back() - after_trim[1];
+    MESSAGE("held after trims, cycle 2 to " << cycles << ": " << after_trim[1] << " -> " << after_trim.back()
+                                            << " bytes");
+    CHECK(growth < 64 * 1024);
+  }
+}
+
+TEST_CASE("a thread that cycles through more pools than its directory has ways allocates nothing") {
+  // The thread's first call to each pool makes its cache; after that, acquire+retire pairs over
+  // 9, 16 or 64 pools in turn find every cache again, with no allocation (and so no lock).
+  for (const int pools : {9, 16, 64}) {
+    CAPTURE(pools);
+    std::vector<std::unique_ptr<sluice::pool>> all;
+    for (int i = 0; i < pools; ++i) all.push_back(std::make_unique<sluice::pool>());
+    long long first_round = 0, later_rounds = 0;
+    std::uint64_t hits = 0;
+    std::thread user([&] {
+      for (int round = 0; round < 20; ++round) {
+        const long long before = allocations;
+        for (auto& p : all) p->retire(p->acquire(1024));
+        (round == 0 ? first_round : later_rounds) += allocations - before;
+      }
+    });
+    user.join();
+    for (auto& p : all) hits += p->stats().hits;
+    MESSAGE(pools << " pools: " << first_round << " allocations in the first round, " << later_rounds
+                  << " in the 19 after");
+    CHECK(first_round > 0);
+    CHECK(later_rounds == 0);
+    CHECK(hits == static_cast<std::uint64_t>(19 * pools));
+  }
+}
+
+TEST_CASE("a cache that finds no slot keeps what it holds and drops only the retire that needed room") {
+  // bound 1024: a thread caches up to 32 buffers before it needs slots. With operator new
+  // failing, the 33rd retire cannot move the cache to the shared stacks: it is dropped and
+  // counted so, and the 32 already kept stay kept and answer takes.
+  sluice::pool p;
+  std::vector<buffer> fresh;
+  for (int i = 0; i < 33; ++i) fresh.emplace_back(1024);
+  buffer probe = p.take(1024);  // makes this thread's cache before allocation fails
+  CHECK_FALSE(probe);
+  for (int i = 0; i < 32; ++i) p.retire(std::move(fresh[i]));
+  failing.store(true);
+  p.retire(std::move(fresh[32]));
+  failing.store(false);
+  const sluice::pool_stats s = p.stats();
+  CHECK(s.retired + s.dropped == 33);
+  CHECK(s.retained == s.retired);  // nothing kept was freed
+  CHECK(s.retained_bytes == 1024 * s.retained);
+  std::size_t answered = 0;
+  while (p.take(1024)) ++answered;
+  CHECK(answered == s.retained);
+}
