@@ -713,10 +713,12 @@ void adopt_after_fork(core& c) noexcept {
     }
   }
   c.reserved.store(places, std::memory_order_relaxed);
-  // What the lost caches held leaves the byte count as if freed.
+  // What the lost caches held leaves the byte count as if freed; a call stopped between moving
+  // a buffer and counting it is counted as having finished.
   const std::uint64_t in = sum.bytes_in.load(std::memory_order_relaxed);
   const std::uint64_t out = sum.bytes_out.load(std::memory_order_relaxed);
   if (in - out > bytes) recorder{&c.departed, true}.add(&counters::bytes_out, in - out - bytes);
+  if (in - out < bytes) recorder{&c.departed, true}.add(&counters::bytes_in, bytes - (in - out));
 }
 
 }  // namespace

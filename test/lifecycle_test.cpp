@@ -1,0 +1,148 @@
+// A pool's life against its threads': threads that exit while the pool is destroyed, a thread's
+// own calls after another thread trimmed, and fork() while other threads are inside the pool.
+// Where the meaning is the same, every pool kind runs the case.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "doctest.hpp"
+#include "pools.hpp"
+
+using sluice::buffer;
+using sluice::pool_options;
+
+namespace {
+
+// A flag one thread raises and another waits for (a real condition, not a sleep).
+class latch {
+ public:
+  void open() {
+    open_.store(true);
+    open_.notify_all();
+  }
+  void wait() { open_.wait(false); }
+
+ private:
+  std::atomic<bool> open_{false};
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("a pool destroyed while threads that used it exit, without joining them first", P, POOLS) {
+  // pool.hpp LIFETIME: threads that used a pool may live on and exit later. Here they exit at
+  // the very moment the pool is destroyed: each round, two threads use the pool and say so,
+  // then exit while the main thread deletes the pool; only then are they joined. One of them
+  // first moves on to another pool, so that its cache for the dead one is let go from there.
+  // ThreadSanitizer and AddressSanitizer see any access to a freed control block.
+  P other;
+  for (int round = 0; round < 200; ++round) {
+    auto* p = new P(pool_options{.bound = 256});
+    latch used_a, used_b, gone;
+    std::thread a([&] {
+      p->retire(p->acquire(1024));
+      used_a.open();
+    });
+    std::thread b([&] {
+      p->retire(p->acquire(1024));
+      p->retire(buffer(3000));
+      used_b.open();
+      gone.wait();
+      other.retire(other.acquire(512));
+    });
+    used_a.wait();
+    used_b.wait();
+    delete p;
+    gone.open();
+    a.join();
+    b.join();
+  }
+  CHECK(other.retained() == 1);
+}
+
+TEST_CASE_TEMPLATE("a thread's own calls after another thread's trim find its cache emptied", P, POOLS) {
+  // pool.hpp THREAD CACHES: trim() frees what other threads cache when each of them next calls
+  // the pool, any call. B caches 20 buffers; main trims; then B's first call, whichever it is,
+  // must see them gone.
+  const std::vector<std::pair<const char*, std::function<void(P&)>>> calls{
+      {"stats", [](P& p) { (void)p.stats(); }},
+      {"retained", [](P& p) { (void)p.retained(); }},
+      {"enabled", [](P& p) { (void)p.enabled(); }},
+      {"set_enabled(true)", [](P& p) { p.set_enabled(true); }},
+  };
+  for (const auto& [name, first_call] : calls) {
+    const std::string call = name;
+    CAPTURE(call);
+    P p;
+    latch cached, trimmed;
+    std::size_t seen = 0;
+    std::thread b([&] {
+      for (int i = 0; i < 20; ++i) p.retire(buffer(4096));
+      cached.open();
+      trimmed.wait();  // main's trim() happens-before what follows
+      first_call(p);
+      seen = p.retained();
+    });
+    cached.wait();
+    CHECK(p.retained() == 20);
+    p.trim();
+    trimmed.open();
+    b.join();
+    CHECK(seen == 0);
+    CHECK(p.retained() == 0);
+  }
+}
+
+TEST_CASE_TEMPLATE("fork() while other threads are inside the pool: the child can use it all", P, POOLS) {
+  // A hammer thread calls stats(), take and retire without pause, so that a fork usually finds
+  // it holding one of the pool's mutexes or its cache full. Each child must be able to trim,
+  // keep the whole bound and count it exactly; a child that hangs is killed by its alarm and
+  // counted as failed. The parent's pool is untouched by its children.
+  constexpr std::size_t bound = 64;
+  P p{pool_options{.bound = bound}};
+  std::atomic<bool> stop{false};
+  std::thread hammer([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      (void)p.stats();
+      p.retire(p.acquire(1024));
+      p.retire(buffer(1000));
+      (void)p.take(1000);
+    }
+  });
+  int children = 0, ok = 0;
+  for (int i = 0; i < 20; ++i) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      alarm(20);  // a hang ends the child by SIGALRM
+      p.trim();
+      bool good = p.retained() == 0;
+      for (std::size_t j = 0; j < bound; ++j) p.retire(buffer(2048));
+      good = good && p.retained() == bound && p.stats().retained_bytes == bound * 2048;
+      std::size_t answered = 0;
+      while (p.take(2048)) ++answered;
+      good = good && answered == bound && p.retained() == 0;
+      _exit(good ? 0 : 1);
+    }
+    ++children;
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      ++ok;
+    } else {
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      MESSAGE("child " << i << " failed: exit status " << code << " (negative: killed by that signal)");
+    }
+  }
+  stop.store(true);
+  hammer.join();
+  CHECK(ok == children);
+  p.trim();
+  CHECK(p.retained() == 0);
+}
