@@ -127,6 +127,17 @@ TEST_CASE_TEMPLATE("adjust ok clamps to max_cap", G, GATES) {
   CHECK(g.cap() == 8);
 }
 
+TEST_CASE_TEMPLATE("adjust ok drops a cap above max_cap to it at once; soft and hard ignore max_cap", G, GATES) {
+  G g{100};
+  g.adjust(pressure::ok, 64);
+  CHECK(g.cap() == 64);
+  g.set_cap(100);
+  g.adjust(pressure::soft, 64);
+  CHECK(g.cap() == 99);
+  g.adjust(pressure::hard, 1);
+  CHECK(g.cap() == 98);
+}
+
 TEST_CASE_TEMPLATE("adjust soft shrinks the cap by one", G, GATES) {
   G g{5};
   g.adjust(pressure::soft, 8);
