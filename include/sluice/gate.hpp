@@ -8,21 +8,33 @@
 //
 //   call              guarantee                                                progress
 //   ----------------  -------------------------------------------------------  -----------
-//   note_submitted()  in_flight + 1, even past the cap; never refuses          wait-free
+//   note_submitted()  in_flight + 1, even past the cap; never refuses          lock-free
 //   note_done()       in_flight - 1, but never below zero                      lock-free
 //   try_admit()       if in_flight < cap: in_flight + 1 and true, in one step  lock-free
 //   has_capacity()    in_flight < cap, both read from one atomic load          wait-free
 //   set_cap(c)        cap = clamp(c, 1, gate_limit); in_flight untouched        lock-free
-//   adjust(p, max)    ok: cap + 1 (not above max); soft/hard: cap - 1; >= 1     lock-free
+//   adjust(p, max)    ok: min(cap + 1, max); soft/hard: cap - 1; never below 1  lock-free
 //
-// Every mutating call is a single linearizable step on one 64-bit word that packs the cap and
-// the count: two threads adjusting at once never lose a step, and try_admit never admits past
-// the cap, whatever the contention.
+// adjust(ok, max) with the cap already above max drops it to max at once (100 -> 64 for max 64);
+// soft and hard ignore max. Both twins share the rule.
+//
+// Every call is a single linearizable step on one 64-bit word that packs the cap and the count,
+// saturating ones included: two threads adjusting at once never lose a step, and try_admit
+// never admits past the cap, whatever the contention.
 //
 // LIMITS. Both the cap and in_flight are at most gate_limit = 2^31 - 1. Caps are clamped into
 // [1, gate_limit] (set_cap, adjust's max_cap, the constructor). note_submitted at in_flight ==
-// gate_limit saturates: the count stays at gate_limit (that submission is not counted, so a
-// later note_done may reach zero early); nothing ever wraps. try_admit cannot reach the limit.
+// gate_limit saturates: one step that leaves the count at gate_limit (that submission is not
+// counted, so a later note_done may reach zero early); nothing ever wraps. try_admit never
+// passes the cap, so it reaches gate_limit only under a cap of gate_limit.
+//
+// PROGRESS. note_submitted, note_done, try_admit, set_cap and adjust are one CAS on the word,
+// retried only when another call changed it in between: lock-free, never blocking. The readers
+// are one load: wait-free.
+//
+// FORK. A gate is one atomic word: a forked child may use it whatever the parent's other
+// threads were doing. mutex_gate, like any object over a std::mutex, may not be: a child must
+// not use a mutex_gate that another thread of the parent could have been calling at the fork.
 //
 // MEMORY ORDERING. The gate behaves as a semaphore: note_done() is a release, and every call
 // that observes the count (try_admit, has_capacity, in_flight) is an acquire. What a thread
@@ -30,9 +42,9 @@
 // has_capacity()/in_flight() read, a count that reflects that note_done(). note_submitted(),
 // set_cap() and adjust() publish nothing.
 //
-// mutex_gate has the identical interface and semantics over a std::mutex: the baseline for
-// benchmarks and the reference model for tests. permit<G> holds one admission and gives it back
-// when it goes out of scope.
+// mutex_gate has the identical interface and semantics over a std::mutex (but for FORK): the
+// baseline for benchmarks and the reference model for tests. permit<G> holds one admission and
+// gives it back when it goes out of scope.
 #pragma once
 
 #include <cstdint>

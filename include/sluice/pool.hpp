@@ -5,8 +5,9 @@
 // A pool keeps buffers that were given back (retire) and answers them again (take), so that the
 // same memory carries frame after frame and the memory a program holds stays flat however long
 // it runs. Buffers are sorted into size classes, four per power of two (16, 20, 24, 28, 32, 40,
-// ...), so a buffer the pool allocates (acquire) wastes at most a fifth of its capacity; the
-// top class is cut at the ceiling, so a buffer of exactly the ceiling is kept and answered.
+// ...): requests of 0 to 16 bytes get the 16-byte class, and a buffer the pool allocates
+// (acquire) for a larger request wastes less than a fifth of its capacity (from 13 bytes up, in
+// fact). The top class is cut at the ceiling, so a buffer of exactly the ceiling is kept.
 //
 //   take(n)     a retained buffer with size() == n and capacity() >= n, from the smallest class
 //               that serves; an empty buffer when none is retained, n > ceiling, or disabled.
@@ -14,7 +15,8 @@
 //               n above the ceiling). Throws std::bad_alloc when the memory cannot be had.
 //   retire(b)   keeps b when enabled, b.capacity() <= ceiling and fewer than bound are retained;
 //               frees it otherwise. An empty buffer is ignored. Never throws: if the pool cannot
-//               record the buffer it frees it and counts it dropped.
+//               record the buffer (no memory for its bookkeeping) it frees it and counts it
+//               dropped. A buffer once kept is never freed for want of memory.
 //   trim()      frees what the shared stacks hold and what the calling thread caches.
 //   set_enabled(false)  take answers nothing, retire frees, and trim() runs.
 //
@@ -29,11 +31,16 @@
 // sluice::pool relaxes it in two ways, even with its caches off (test/lincheck checks both):
 //   - SCAN: take looks at one class after another, smallest first, not at all of them at once;
 //     while it runs, a smaller buffer retired into a class it has passed may be missed, and a
-//     larger one (or none) answered.
+//     larger one (or none) answered. trim() empties the classes one after another too: of two
+//     retires that overlap it, one into a class it has passed may be kept while the other is
+//     freed, whichever began first.
 //   - IN FLIGHT: a retire holds its place of the bound from its start, and a take keeps the place
 //     it frees until it returns; while such calls run, another retire may be dropped, or
 //     retained() may count, a buffer that no take can see yet.
 // Both vanish when the calls do not overlap: a single thread sees exactly the sequential pool.
+// A trim() never frees a buffer whose retire began after the trim returned, whatever calls
+// overlapped it, and a retire that overlaps set_enabled(false) leaves nothing retained after
+// both have returned.
 //
 // THREAD CACHES (pool_options::thread_cache, on by default). Each thread that uses a pool keeps
 // buffers per class in front of the shared stacks and moves them in batches (the magazine and
@@ -46,21 +53,44 @@
 //   - a caching thread takes places of the bound P = clamp(L / 2, 1, 16) at a time and keeps at
 //     most 2 * P of them unused, so a retire on another thread can be dropped while retained()
 //     is up to 2 * P per live thread below bound (retained() counts only buffers held).
-//   - trim() and set_enabled(false) free what other live threads cache when each of them next
-//     calls the pool (any call) or exits. A thread that exits gives its cache back to the
-//     shared stacks (or frees it, if the pool is gone or disabled); nothing is stranded.
+//   - trim() and set_enabled(false) free what another live thread caches at that thread's next
+//     call to the pool (any call), or at its exit. "Next" means a call that the trim() or
+//     set_enabled() happens-before, in the C++ memory model's sense: the thread learned of it
+//     through a join, a lock, or an atomic release and acquire. A call that is merely later in
+//     time on another core sees it at some later call (on real hardware, as soon as the store
+//     reaches that core). A thread that exits gives its cache back to the shared stacks (or
+//     frees it, if the pool is gone or disabled, or no memory can be had to move it); nothing
+//     is stranded.
 // With thread_cache off, or a bound below 64 (where L would be 1), every call goes to the shared
-// stacks and none of this applies.
+// stacks and none of this applies. A thread may use any number of pools: it keeps a cache for
+// each, and only its first call to each pool makes one.
 //
 // LIFETIME. Destroying a pool frees everything it retains, cached buffers included. The caller
-// must not use a pool while destroying it; threads that used it may live on, exit later, and
-// use other pools, even one built at the same address: each pool has an identity that is never
-// reused, and a thread's cache for a destroyed pool is discarded, never used.
+// must not use a pool while destroying it; threads that used it may live on, exit later (even
+// while it is destroyed), and use other pools, even one built at the same address: a thread's
+// cache holds on to the dead pool's small control block, so it is never taken for another
+// pool's, and lets go of it at the thread's exit or at a call it makes to a pool it has no
+// recently used cache for.
 //
-// PROGRESS. take and retire of the pool's own classes are lock-free (Treiber stacks with tagged
-// 64-bit heads); with the caches on, a hit touches only the calling thread's cache and performs
-// no atomic read-modify-write. Blocking, on a mutex: a thread's first call to a pool, its exit,
-// buffers whose capacity is not a class size, stats() and retained(), trim(), and ~pool.
+// FORK. A process may fork() at any moment: every pool (and mutex_pool) registers, through
+// pthread_atfork, to hold its mutexes across the fork, so the child can use every pool it
+// inherits. The parent's other threads do not exist in the child: what their caches held, and
+// the buffers their calls in flight at the fork held, stay allocated but are lost to the pool
+// (not freed, as jemalloc's and mimalloc's thread caches are not), and the bound's count and
+// the statistics are made exact again, in the child, from what it can reach.
+//
+// PROGRESS. take and retire of the pool's own classes are lock-free: a thread stopped anywhere
+// inside one cannot keep another's from completing (test/deterministic stops it at every switch
+// point). The memory they may need, a chunk of bookkeeping slots or a cache's magazine, comes
+// from operator new, whose own locks are the allocator's. With the caches on, a hit touches only
+// the calling thread's cache and performs no atomic read-modify-write. Blocking, on a mutex: a
+// thread's first call to a pool, its exit, buffers whose capacity is not a class size, stats(),
+// retained(), trim() (which also waits for calls that are moving a batch onto the shared stacks
+// as it starts, a few instructions each), set_enabled(false), ~pool, and the calls of a thread
+// that has no cache (it is past its thread_local destructors, or no memory was left for one).
+// The stacks' heads carry a 32-bit tag against ABA; like every tagged Treiber stack, they rely
+// on no thread being stopped between reading a head and its CAS for an exact multiple of 2^32
+// changes of that head.
 //
 // MEMORY ORDERING. A retired buffer's bytes, written before retire(), are visible to the thread
 // whose take() answers that buffer (release at the push, acquire at the pop). stats() and

@@ -1,5 +1,6 @@
 // The pools' size classes: four per power of two from 16 bytes (16, 20, 24, 28, 32, 40, ...),
-// so that rounding a request up to its class wastes at most a fifth of the capacity. A pool's
+// so that rounding a request of 13 bytes or more up to its class wastes less than a fifth of the
+// capacity (for 2^b < n <= 2^(b+1), the waste is under 2^(b-2) of at least 5 * 2^(b-2)). A pool's
 // top class is cut at its ceiling. All arithmetic saturates: any std::size_t has a class.
 #pragma once
 
@@ -59,14 +60,15 @@ class size_classes {
 };
 
 // How many buffers of a class move between a thread cache and the shared stack at once: 16 up
-// to 16 KiB, then fewer as buffers grow (a cache holds at most 2 * batch - 1 of a class), down
-// to 2 from 128 KiB, so that caches do not sit on much memory.
+// to 16 KiB, then fewer as buffers grow (256 KiB / size, so a cache holds at most 2 * batch of
+// a class), down to 2 from the 96 KiB class, so that caches do not sit on much memory.
 constexpr std::uint32_t batch_size(std::size_t class_size) noexcept {
   const std::size_t per_batch_bytes = std::size_t{256} << 10;
   return static_cast<std::uint32_t>(std::clamp<std::size_t>(per_batch_bytes / std::max<std::size_t>(class_size, 1), 2, 16));
 }
 
 static_assert(class_of(0) == 0 && class_of(16) == 0 && class_of(17) == 1 && class_of(20) == 1);
+static_assert(batch_size(80 << 10) == 3 && batch_size(96 << 10) == 2 && batch_size(16 << 10) == 16);
 static_assert(class_of(32) == 4 && class_of(33) == 5 && nominal_class_size(5) == 40);
 static_assert(nominal_class_size(class_of(1000)) == 1024 && nominal_class_size(class_of(800)) == 896);
 static_assert(class_of(std::numeric_limits<std::size_t>::max()) == 240);
