@@ -1,0 +1,67 @@
+// count WORKLOAD N: runs N warm iterations of one operation pair, for scripts/instructions.sh
+// to count under callgrind. The script subtracts an N run from a 2N run, so the setup, the
+// warm-up and the program's start and exit cancel out and only the loop body is left.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include <sluice/sluice.hpp>
+
+namespace {
+
+// Makes the compiler assume p (and the memory behind it) is read, so no call is elided.
+inline void escape(const void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
+template <class Pool, bool Acquire>
+int run_pool(long n) {
+  Pool pool;
+  for (int i = 0; i < 8; ++i) pool.retire(pool.acquire(1024));  // warm: the buffer is cached now
+  for (long i = 0; i < n; ++i) {
+    sluice::buffer b = Acquire ? pool.acquire(1024) : pool.take(1024);
+    if (!b) return 2;  // take missed: the measurement would be wrong
+    b.data()[0] = std::byte(i);
+    escape(b.data());
+    pool.retire(std::move(b));
+  }
+  return 0;
+}
+
+int run_malloc(long n) {
+  for (long i = 0; i < n; ++i) {
+    auto* p = static_cast<unsigned char*>(std::malloc(1024));
+    p[0] = static_cast<unsigned char>(i);
+    escape(p);
+    std::free(p);
+  }
+  return 0;
+}
+
+int run_gate(long n) {
+  sluice::gate g{sluice::gate_limit};
+  for (long i = 0; i < n; ++i) {
+    if (!g.try_admit()) return 2;
+    escape(&g);
+    g.note_done();
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: count pool|pool_acquire|mutex_pool|mutex_pool_acquire|malloc|gate N\n");
+    return 1;
+  }
+  const char* w = argv[1];
+  const long n = std::atol(argv[2]);
+  if (!std::strcmp(w, "pool")) return run_pool<sluice::pool, false>(n);
+  if (!std::strcmp(w, "pool_acquire")) return run_pool<sluice::pool, true>(n);
+  if (!std::strcmp(w, "mutex_pool")) return run_pool<sluice::mutex_pool, false>(n);
+  if (!std::strcmp(w, "mutex_pool_acquire")) return run_pool<sluice::mutex_pool, true>(n);
+  if (!std::strcmp(w, "malloc")) return run_malloc(n);
+  if (!std::strcmp(w, "gate")) return run_gate(n);
+  std::fprintf(stderr, "count: unknown workload %s\n", w);
+  return 1;
+}
