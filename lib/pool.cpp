@@ -393,7 +393,7 @@ void remember(thread_cache* tc) noexcept {
   tls_directory[0] = {&tc->core, tc};
 }
 
-// Lets go of this thread's caches whose pools are gone.
+// Lets go of this thread's caches whose pools are gone (each takes that dead pool's mutex).
 void forget_dead() noexcept {
   for (thread_cache** link = &tls_caches; *link != nullptr;) {
     thread_cache* tc = *link;
@@ -414,6 +414,7 @@ void forget_dead() noexcept {
 // memory can be had (the call then goes uncached).
 [[gnu::cold, gnu::noinline]] thread_cache* enroll(core& c) noexcept {
   if (tls_torn_down) return nullptr;
+  forget_dead();  // here, where the call blocks anyway, so that other calls never wait for it
   thread_cache* tc = nullptr;
   try {
     tls_reaper.arm();  // constructs the reaper, so that it runs at this thread's exit
@@ -437,7 +438,6 @@ void forget_dead() noexcept {
 // This thread's cache for the pool when the directory has no way for it: from the thread's
 // list (then remembered), else, when `make`, a new one.
 [[gnu::cold, gnu::noinline]] thread_cache* find_slow(core& c, bool make) noexcept {
-  forget_dead();
   for (thread_cache* tc = tls_caches; tc != nullptr; tc = tc->next_of_thread) {
     if (&tc->core == &c) {
       remember(tc);

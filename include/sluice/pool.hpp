@@ -69,8 +69,8 @@
 // must not use a pool while destroying it; threads that used it may live on, exit later (even
 // while it is destroyed), and use other pools, even one built at the same address: a thread's
 // cache holds on to the dead pool's small control block, so it is never taken for another
-// pool's, and lets go of it at the thread's exit or at a call it makes to a pool it has no
-// recently used cache for.
+// pool's, and lets go of it at the thread's exit or at its first call to a pool it has not
+// used before.
 //
 // FORK. A process may fork() at any moment: every pool (and mutex_pool) registers, through
 // pthread_atfork, to hold its mutexes across the fork, so the child can use every pool it
