@@ -38,9 +38,10 @@
 //     it frees until it returns; while such calls run, another retire may be dropped, or
 //     retained() may count, a buffer that no take can see yet.
 // Both vanish when the calls do not overlap: a single thread sees exactly the sequential pool.
-// A trim() never frees a buffer whose retire began after the trim returned, whatever calls
-// overlapped it, and a retire that overlaps set_enabled(false) leaves nothing retained after
-// both have returned.
+// A trim() never frees a buffer whose retire began after the trim returned ("after" in the
+// sense that THREAD CACHES gives "next"), whatever calls overlapped it; and a retire that
+// overlaps set_enabled(false) leaves nothing retained once both have returned (with the caches
+// on, its buffer may wait in its thread's cache until that thread's next call, as below).
 //
 // THREAD CACHES (pool_options::thread_cache, on by default). Each thread that uses a pool keeps
 // buffers per class in front of the shared stacks and moves them in batches (the magazine and
