@@ -31,9 +31,10 @@
 // sluice::pool relaxes it in two ways, even with its caches off (test/lincheck checks both):
 //   - SCAN: take looks at one class after another, smallest first, not at all of them at once;
 //     while it runs, a smaller buffer retired into a class it has passed may be missed, and a
-//     larger one (or none) answered. trim() empties the classes one after another too: of two
-//     retires that overlap it, one into a class it has passed may be kept while the other is
-//     freed, whichever began first.
+//     larger one (or none) answered. trim() empties the classes one after another too, so
+//     calls that overlap it may find some classes emptied and others not yet: a take may answer
+//     a buffer of a class the trim has not reached though a smaller one it has emptied is gone,
+//     and of two retires that overlap it, the earlier may be kept and the later freed.
 //   - IN FLIGHT: a retire holds its place of the bound from its start, and a take keeps the place
 //     it frees until it returns; while such calls run, another retire may be dropped, or
 //     retained() may count, a buffer that no take can see yet.

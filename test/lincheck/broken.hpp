@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -44,6 +45,11 @@ enum class fault {
   short_answer,   // take answers a buffer of at least half the request
   over_bound,     // retire keeps one buffer more than the bound
   racy_bound,     // retire checks the bound and files the buffer in two separate critical sections
+  // lib/pool.cpp's publish at 8c28088: a retire that began before a trim and files its buffer
+  // after it frees every buffer of that capacity, those retired after the trim returned included.
+  late_trim,
+  trim_as_dropped,  // trim counts what it frees as dropped: the buffers are gone, the statistics wrong
+  trim_misses_odd,  // trim leaves buffers whose capacity is not a power of two (as if it forgot a list)
 };
 
 // A pool over one mutex and a list, with the fault asked for; pool's interface as far as the
@@ -54,6 +60,74 @@ class toy_pool {
 
   sluice::buffer take(std::size_t n) {
     std::lock_guard lock(mutex_);
+    sluice::buffer b = take_locked(n);
+    ++(b ? counts_.hits : counts_.misses);
+    return b;
+  }
+
+  void retire(sluice::buffer&& b) {
+    if (!b) return;
+    std::uint64_t began = 0;
+    if (fault_ == fault::late_trim) {
+      {
+        std::lock_guard lock(mutex_);
+        began = generation_;
+      }
+      std::this_thread::yield();
+    }
+    if (fault_ == fault::racy_bound) {
+      {
+        std::lock_guard lock(mutex_);
+        if (b.capacity() > ceiling_ || held_.size() >= bound_) {
+          ++counts_.dropped;
+          return;  // freed as b goes out of scope at the caller
+        }
+      }
+      std::this_thread::yield();
+      std::lock_guard lock(mutex_);
+      held_.push_back(std::move(b));
+      ++counts_.retired;
+      return;
+    }
+    std::lock_guard lock(mutex_);
+    if (b.capacity() > ceiling_ || held_.size() >= bound_ + (fault_ == fault::over_bound ? 1 : 0)) {
+      ++counts_.dropped;
+      return;
+    }
+    const std::size_t capacity = b.capacity();
+    held_.push_back(std::move(b));
+    ++counts_.retired;
+    if (fault_ == fault::late_trim && generation_ != began) {
+      std::erase_if(held_, [&](const sluice::buffer& h) { return h.capacity() == capacity; });
+    }
+  }
+
+  void trim() {
+    std::lock_guard lock(mutex_);
+    ++generation_;
+    if (fault_ == fault::trim_as_dropped) counts_.dropped += held_.size();
+    if (fault_ == fault::trim_misses_odd) {
+      std::erase_if(held_, [](const sluice::buffer& h) { return std::has_single_bit(h.capacity()); });
+    } else {
+      held_.clear();
+    }
+  }
+
+  std::size_t retained() const {
+    std::lock_guard lock(mutex_);
+    return held_.size();
+  }
+
+  sluice::pool_stats stats() const {
+    std::lock_guard lock(mutex_);
+    sluice::pool_stats s = counts_;
+    s.retained = held_.size();
+    for (const sluice::buffer& h : held_) s.retained_bytes += h.capacity();
+    return s;
+  }
+
+ private:
+  sluice::buffer take_locked(std::size_t n) {
     if (n > ceiling_) return {};
     const std::size_t need = fault_ == fault::short_answer ? (n + 1) / 2 : n;
     auto best = held_.end();
@@ -70,32 +144,12 @@ class toy_pool {
     return b;
   }
 
-  void retire(sluice::buffer&& b) {
-    if (!b || b.capacity() > ceiling_) return;  // freed as b goes out of scope at the caller
-    if (fault_ == fault::racy_bound) {
-      {
-        std::lock_guard lock(mutex_);
-        if (held_.size() >= bound_) return;
-      }
-      std::this_thread::yield();
-      std::lock_guard lock(mutex_);
-      held_.push_back(std::move(b));
-      return;
-    }
-    std::lock_guard lock(mutex_);
-    if (held_.size() < bound_ + (fault_ == fault::over_bound ? 1 : 0)) held_.push_back(std::move(b));
-  }
-
-  std::size_t retained() const {
-    std::lock_guard lock(mutex_);
-    return held_.size();
-  }
-
- private:
   const std::size_t bound_, ceiling_;
   const fault fault_;
   mutable std::mutex mutex_;
   std::vector<sluice::buffer> held_;
+  std::uint64_t generation_ = 0;  // trims so far
+  sluice::pool_stats counts_;     // hits, misses, retired, dropped
 };
 
 }  // namespace lincheck::broken

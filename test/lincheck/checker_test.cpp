@@ -138,6 +138,11 @@ pool_call retire(std::size_t capacity, std::uint32_t id) {
   return {.op = pool_op::retire, .size = capacity, .id = id};
 }
 pool_call retained(std::size_t n) { return {.op = pool_op::retained, .answer = n}; }
+pool_call trim() { return {.op = pool_op::trim}; }
+pool_call stats(std::uint64_t hits, std::uint64_t misses, std::uint64_t retired, std::uint64_t dropped,
+                std::size_t count, std::size_t bytes) {
+  return {.op = pool_op::stats, .stats = {hits, misses, retired, dropped, count, bytes}};
+}
 
 pool_rules exact(std::size_t bound) { return {.bound = bound, .ceiling = 4096, .observer = observer}; }
 
@@ -148,6 +153,25 @@ bool pool_ok(pool_rules rules, script<pool_call> s, lincheck::state initial = {}
 
 lincheck::state holding_1000_and_4096() {
   return lincheck::pool_model::with_buffer(lincheck::pool_model::with_buffer({}, 1000, 1), 4096, 2);
+}
+
+// Two buffers retired before the history (and counted so).
+lincheck::state holding_2048_and_4096() {
+  const auto s = lincheck::pool_model::with_buffer(lincheck::pool_model::with_buffer({}, 2048, 1), 4096, 2);
+  return lincheck::pool_model::with_counts(s, 0, 0, 2, 0);
+}
+
+pool_rules uncached(std::size_t bound) {
+  pool_rules r = exact(bound);
+  r.in_flight = r.scan = r.trim_in_flight = true;
+  return r;
+}
+
+pool_rules cached(std::size_t bound, bool trim_in_flight) {
+  pool_rules r = exact(bound);
+  r.scan = r.caches = true;
+  r.trim_in_flight = trim_in_flight;
+  return r;
 }
 
 }  // namespace
@@ -249,6 +273,119 @@ TEST_CASE("checker: the scan rule passes over a smaller buffer filed during the 
   MESSAGE(checked());
 }
 
+TEST_CASE("checker: trim frees everything, and stats() counts a trimmed buffer retired") {
+  script<pool_call> s;
+  s(0, 0, 1, retire(2048, 4))(0, 2, 3, trim());
+  CHECK(pool_ok(exact(4), script<pool_call>(s)(1, 4, 5, take(16))));
+  CHECK_FALSE(pool_ok(exact(4), script<pool_call>(s)(1, 4, 5, take(16, 2048, 4))));
+  CHECK(pool_ok(exact(4), script<pool_call>(s)(observer, 4, 5, stats(0, 0, 1, 0, 0, 0))));
+  CHECK_FALSE(pool_ok(exact(4), script<pool_call>(s)(observer, 4, 5, stats(0, 0, 0, 1, 0, 0))));
+  CHECK_FALSE(pool_ok(exact(4), script<pool_call>(s)(observer, 4, 5, stats(0, 0, 1, 0, 1, 2048))));
+  // A take overlapping the trim may come before it.
+  CHECK(pool_ok(exact(4), script<pool_call>{}(0, 0, 1, retire(2048, 4))(0, 2, 5, trim())(1, 3, 4, take(16, 2048, 4))));
+  MESSAGE(checked());
+}
+
+TEST_CASE("checker: a buffer retired after a trim returned outlives it, whatever began before") {
+  // lib/pool.cpp at 8c28088: t0's retire began before t1's trim; t2 retired 2048#12 after the
+  // trim returned; t0's retire, filing after the trim, drained the class, 2048#12 with it.
+  script<pool_call> s;
+  s(0, 0, 10, retire(2048, 4))(1, 1, 2, trim())(2, 3, 4, retire(2048, 12));
+  for (const pool_rules& rules : {uncached(4), cached(64, true)}) {
+    CHECK_FALSE(pool_ok(rules, script<pool_call>(s)(observer, 11, 12, take(16))));
+    CHECK_FALSE(pool_ok(rules, script<pool_call>(s)(observer, 11, 12, stats(0, 0, 2, 0, 0, 0))));
+    CHECK(pool_ok(rules, script<pool_call>(s)(observer, 11, 12, take(16, 2048, 12))(observer, 13, 14, take(16))));
+    CHECK(pool_ok(rules, script<pool_call>(s)(observer, 11, 12, stats(0, 0, 2, 0, 1, 2048))));
+  }
+  MESSAGE(checked());
+}
+
+TEST_CASE("checker: with caches, a trim reaches another worker's cache at its next call") {
+  // t0 caches 4096#4; t1's trim dooms it.
+  script<pool_call> s;
+  s(0, 0, 1, retire(4096, 4))(1, 2, 3, trim());
+  // t0's next call, invoked after the trim returned, frees its cache first.
+  CHECK_FALSE(pool_ok(cached(64, true), script<pool_call>(s)(0, 4, 5, take(4096, 4096, 4))));
+  // Every worker has exited before the observer.
+  CHECK_FALSE(pool_ok(cached(64, true), script<pool_call>(s)(observer, 4, 5, take(16, 4096, 4))));
+  CHECK(pool_ok(cached(64, true), script<pool_call>(s)(observer, 4, 5, take(16))));
+  CHECK(pool_ok(cached(64, true), script<pool_call>(s)(observer, 4, 5, stats(0, 0, 1, 0, 0, 0))));
+  // A call of t0 that began before the trim returned may still answer it, placed after the trim
+  // (t2's take cannot pass over 1000#1 on the shelf, never cached, before the trim). Another
+  // thread may not, unless TRIM IN FLIGHT (it might have been on a stack not yet emptied).
+  const auto on_shelf = lincheck::pool_model::with_counts(lincheck::pool_model::with_buffer({}, 1000, 1), 0, 0, 1, 0);
+  script<pool_call> late;
+  late(0, 0, 1, retire(4096, 4))(1, 2, 9, trim())(2, 3, 4, take(16));
+  CHECK(pool_ok(cached(64, false), script<pool_call>(late)(0, 5, 6, take(4096, 4096, 4)), on_shelf));
+  CHECK_FALSE(pool_ok(cached(64, false), script<pool_call>(late)(3, 5, 6, take(4096, 4096, 4)), on_shelf));
+  CHECK(pool_ok(cached(64, true), script<pool_call>(late)(3, 5, 6, take(4096, 4096, 4)), on_shelf));
+  // What the trimming thread itself caches is freed with the trim.
+  script<pool_call> own;
+  own(1, 0, 1, retire(4096, 4))(1, 2, 9, trim())(2, 3, 4, take(16));
+  CHECK_FALSE(pool_ok(cached(64, false), script<pool_call>(own)(0, 5, 6, take(4096, 4096, 4)), on_shelf));
+  MESSAGE(checked());
+}
+
+TEST_CASE("checker: TRIM IN FLIGHT, a trim that frees one class after another") {
+  pool_rules without = uncached(4);
+  without.trim_in_flight = false;
+  // t0's take looked at 2048's class after the trim emptied it and at 4096's before.
+  script<pool_call> s;
+  s(1, 0, 10, trim())(0, 1, 2, take(16, 4096, 2));
+  CHECK_FALSE(pool_ok(without, s, holding_2048_and_4096()));
+  CHECK(pool_ok(uncached(4), s, holding_2048_and_4096()));
+  // Not once the trim has returned.
+  CHECK_FALSE(pool_ok(uncached(4), script<pool_call>{}(1, 0, 3, trim())(0, 4, 5, take(16, 4096, 2)),
+                      holding_2048_and_4096()));
+  // A retire overlapping the trim may be dropped, with room in the bound...
+  script<pool_call> drop;
+  drop(1, 0, 10, trim())(0, 1, 2, retire(1000, 4))(observer, 11, 12, stats(0, 0, 2, 1, 0, 0));
+  CHECK_FALSE(pool_ok(without, drop, holding_2048_and_4096()));
+  CHECK(pool_ok(uncached(4), drop, holding_2048_and_4096()));
+  // ... or kept and then freed by the trim, with none: the trim gave 2048's place back early.
+  script<pool_call> kept;
+  kept(1, 0, 10, trim())(0, 1, 2, retire(1000, 4))(observer, 11, 12, stats(0, 0, 3, 0, 0, 0));
+  pool_rules without_at_2 = without;
+  without_at_2.bound = 2;
+  CHECK_FALSE(pool_ok(without_at_2, kept, holding_2048_and_4096()));
+  CHECK(pool_ok(uncached(2), kept, holding_2048_and_4096()));
+  // But a retire invoked after every trim returned is kept or dropped as ever.
+  script<pool_call> after;
+  after(1, 0, 3, trim())(0, 4, 5, retire(1000, 4))(observer, 11, 12, stats(0, 0, 3, 0, 0, 0));
+  CHECK_FALSE(pool_ok(uncached(2), after, holding_2048_and_4096()));
+  MESSAGE(checked());
+}
+
+TEST_CASE("checker: stats() is exact from the observer, and from a worker within its calls' counts") {
+  script<pool_call> s;
+  s(0, 0, 1, retire(2048, 4))(0, 2, 3, take(16, 2048, 4))(1, 4, 5, take(16))(0, 6, 7, retire(8192, 5));
+  CHECK(pool_ok(exact(4), script<pool_call>(s)(observer, 8, 9, stats(1, 1, 1, 1, 0, 0))));
+  CHECK_FALSE(pool_ok(exact(4), script<pool_call>(s)(observer, 8, 9, stats(2, 1, 1, 1, 0, 0))));
+  CHECK_FALSE(pool_ok(exact(4), script<pool_call>(s)(observer, 8, 9, stats(1, 0, 1, 1, 0, 0))));
+  CHECK_FALSE(pool_ok(exact(4), script<pool_call>(s)(observer, 8, 9, stats(1, 1, 2, 0, 0, 0))));
+  CHECK_FALSE(pool_ok(exact(4), script<pool_call>(s)(observer, 8, 9, stats(1, 1, 1, 1, 1, 0))));
+  CHECK_FALSE(pool_ok(exact(4), script<pool_call>(s)(observer, 8, 9, stats(1, 1, 1, 1, 0, 2048))));
+  // The retired buffer's bytes while it is held.
+  CHECK(pool_ok(exact(4), script<pool_call>{}(0, 0, 1, retire(3000, 4))(observer, 2, 3, stats(0, 0, 1, 0, 1, 3000))));
+  // A worker's stats() during t0's retire: that retire counted or not, nothing else.
+  const pool_rules relaxed = uncached(4);
+  script<pool_call> w;
+  w(0, 0, 3, retire(2048, 4))(1, 1, 2, stats(0, 0, 0, 0, 0, 0));
+  CHECK(pool_ok(relaxed, w));
+  CHECK(pool_ok(relaxed, script<pool_call>{}(0, 0, 3, retire(2048, 4))(1, 1, 2, stats(0, 0, 1, 0, 1, 2048))));
+  CHECK_FALSE(pool_ok(relaxed, script<pool_call>{}(0, 0, 3, retire(2048, 4))(1, 1, 2, stats(0, 0, 2, 0, 1, 2048))));
+  CHECK_FALSE(pool_ok(relaxed, script<pool_call>{}(0, 0, 3, retire(2048, 4))(1, 1, 2, stats(1, 0, 0, 0, 0, 0))));
+  // After it returned, it counts.
+  CHECK_FALSE(pool_ok(relaxed, script<pool_call>{}(0, 0, 1, retire(2048, 4))(1, 2, 3, stats(0, 0, 0, 0, 1, 2048))));
+  // Exact for mutex_pool, whose stats() is one step: not the retire counted and its buffer not.
+  script<pool_call> split;
+  split(0, 0, 3, retire(2048, 4))(1, 1, 2, stats(0, 0, 1, 0, 0, 0));
+  CHECK(pool_ok(relaxed, split));
+  CHECK_FALSE(pool_ok(exact(4), split));
+  CHECK(pool_ok(exact(4), w));
+  MESSAGE(checked());
+}
+
 // ---- against the definition ---------------------------------------------------------------------
 
 namespace {
@@ -327,8 +464,9 @@ TEST_CASE("checker: agrees with the definition on random small histories, gate a
     static constexpr std::size_t capacities[] = {1000, 2048, 4096};
     for (std::size_t i = 0; i < s.h.when.size(); ++i) {
       const auto id = static_cast<std::uint32_t>(4 + i);
-      switch (rng() % 3) {
+      switch (rng() % 4) {
         case 0: s.h.what.push_back(retire(capacities[rng() % 3], id)); break;
+        case 3: s.h.what.push_back(trim()); break;
         case 1: {
           const std::size_t k = rng() % 4;  // 3: none
           const auto id = static_cast<std::uint32_t>(4 + rng() % 7);
@@ -343,6 +481,7 @@ TEST_CASE("checker: agrees with the definition on random small histories, gate a
     rules.in_flight = flags & 1;
     rules.scan = flags & 2;
     rules.caches = flags & 4;
+    rules.trim_in_flight = flags & 8;
     lincheck::annotate(s.h, observer);
     const lincheck::pool_model m(rules, s.h.when, s.h.what, {});
     const bool fast = counted(s.h.when, m).linearizable;

@@ -48,6 +48,15 @@ inline std::size_t histories(std::size_t plain) {
   return n < 1 ? 1 : n;
 }
 
+// SLUICE_LINCHECK_KEEP_GOING set (to anything but 0): a series of pool histories runs to its end
+// past rejected ones and counts them (tally::rejections), to measure how often a defect shows,
+// and keeps every rejected history's report (the strict rules' too). Unset, a series stops at the
+// first.
+inline bool keep_going() {
+  const char* v = std::getenv("SLUICE_LINCHECK_KEEP_GOING");
+  return v != nullptr && *v != '\0' && *v != '0';
+}
+
 // The start barrier for the workers of a history. run_threads (../threads.hpp) waits with yield,
 // which on a loaded two-core machine hands the processor to other processes for milliseconds at
 // a time and lets its threads go microseconds apart, longer than a whole history's calls take,
@@ -164,16 +173,18 @@ struct tally {
   std::size_t overlapped = 0;         // histories in which calls of different workers overlapped
   std::size_t overlaps = 0;           // such pairs of calls, summed
   std::size_t configurations = 0;     // explored by the checker, summed
-  std::string failure;                // the first rejected history's report; empty if none
+  std::string failure;                // the first rejected history's report (all, with keep_going())
+  std::size_t rejections = 0;         // histories rejected (more than 1 only with keep_going())
   std::size_t strictly_rejected = 0;  // histories the stricter rules (if any) rejected
-  std::string strict_failure;         // the first of them
+  std::string strict_failure;         // the first of them (all, with keep_going())
 
   bool rejected() const noexcept { return !failure.empty(); }
   std::string summary() const {
     return std::to_string(histories) + " histories, " + std::to_string(calls) + " calls; " +
            std::to_string(overlapped) + " histories with overlapping calls on different threads (" +
            std::to_string(overlaps) + " overlapping pairs); " + std::to_string(configurations) +
-           " configurations explored";
+           " configurations explored" +
+           (rejections > 0 ? "; " + std::to_string(rejections) + " rejected" : std::string());
   }
 };
 
@@ -187,7 +198,7 @@ bool count_in(tally& t, const history<Call>& h, std::uint32_t observer, const mo
   t.overlapped += pairs > 0;
   t.overlaps += pairs;
   t.configurations += v.configurations;
-  if (!v.linearizable) t.failure = v.report;
+  if (!v.linearizable && (t.rejections++ == 0 || keep_going())) t.failure += v.report;
   return v.linearizable;
 }
 
@@ -274,6 +285,14 @@ inline pool_step any_pool_step(std::mt19937_64& rng) {
   return s;
 }
 
+// any_pool_step's calls with trims among them, 1 call in 8, and statistics, 1 in 16.
+inline pool_step trimming_pool_step(std::mt19937_64& rng) {
+  const auto r = rng() % 16;
+  if (r < 2) return {.op = pool_op::trim};
+  if (r < 3) return {.op = pool_op::stats};
+  return any_pool_step(rng);
+}
+
 // A pool for one history, made from its options (bound, ceiling, thread_cache).
 template <class P>
 using pool_maker = std::function<std::unique_ptr<P>(const sluice::pool_options&)>;
@@ -288,8 +307,9 @@ struct pool_history {
 
 // Records one history on a fresh pool with bound 2 to 4 (64 to 66 with thread caches, which
 // pools with a bound below 64 do not use) and up to 3 buffers retired beforehand by a thread
-// that then exited (its cache, if any, given back). `rules` gets the
-// bound, ceiling and observer filled in.
+// that then exited (its cache, if any, given back; its retires counted in the initial state).
+// `rules` gets the bound, ceiling and observer filled in. P needs take, retire, retained, trim
+// and stats.
 template <class P>
 pool_history record_pool_history(std::mt19937_64& rng, std::uint32_t threads, pool_rules rules,
                                  bool thread_cache, const pool_maker<P>& make, const pool_mix& mix) {
@@ -303,6 +323,7 @@ pool_history record_pool_history(std::mt19937_64& rng, std::uint32_t threads, po
     prefill[i] = {retire_capacities[rng() % 4], static_cast<std::uint32_t>(1 + i)};  // within the ceiling
     out.initial = pool_model::with_buffer(out.initial, prefill[i].first, prefill[i].second);
   }
+  out.initial = pool_model::with_counts(out.initial, 0, 0, static_cast<std::int64_t>(prefill.size()), 0);
   std::vector<std::vector<pool_step>> plans(threads);
   for (auto& plan : plans) {
     plan.resize(4 + rng() % 5);
@@ -360,14 +381,25 @@ pool_history record_pool_history(std::mt19937_64& rng, std::uint32_t threads, po
         case pool_op::retained:
           logs[i].run(c, [&](pool_call& k) { k.answer = p->retained(); });
           break;
+        case pool_op::trim:
+          logs[i].run(c, [&](pool_call&) { p->trim(); });
+          break;
+        case pool_op::stats:
+          logs[i].run(c, [&](pool_call& k) { k.stats = p->stats(); });
+          break;
       }
     }
   });
 
-  // The observer: the count, then everything that is left, smallest first.
+  // The observer: the count and the statistics, then everything that is left, smallest first
+  // (as many takes as fit in a history with the statistics after them), then the statistics
+  // again.
+  std::size_t worker_calls = 0;
+  for (std::uint32_t i = 0; i < threads; ++i) worker_calls += logs[i].log().size();
   auto& observer = logs[threads];
   observer.run({.op = pool_op::retained}, [&](pool_call& k) { k.answer = p->retained(); });
-  for (std::size_t i = 0; i <= rules.bound + 1; ++i) {
+  observer.run({.op = pool_op::stats}, [&](pool_call& k) { k.stats = p->stats(); });
+  for (std::size_t i = 0; i <= rules.bound + 1 && worker_calls + observer.log().size() + 1 < max_calls; ++i) {
     bool hit = false;
     observer.run({.op = pool_op::take, .size = 16}, [&](pool_call& k) {
       if (const sluice::buffer b = p->take(k.size)) {
@@ -378,6 +410,7 @@ pool_history record_pool_history(std::mt19937_64& rng, std::uint32_t threads, po
     });
     if (!hit) break;
   }
+  observer.run({.op = pool_op::stats}, [&](pool_call& k) { k.stats = p->stats(); });
 
   for (const auto& l : logs) out.h.append(l.log());
   annotate(out.h, threads);
@@ -385,14 +418,16 @@ pool_history record_pool_history(std::mt19937_64& rng, std::uint32_t threads, po
 }
 
 // Runs `count` histories (3 and 4 workers in turn) and checks each under `rules`; stops at the
-// first rejected one. When `strict` is given, each history is checked under it too, and only
-// counted: how often the relaxations in `rules` were needed.
+// first rejected one (unless keep_going()). When `strict` is given, each history is checked
+// under it too, and only counted: how often the relaxations in `rules` were needed. A strict
+// rule set's bound, ceiling and observer are the history's.
 template <class P>
 tally check_pool_histories(std::size_t count, std::uint64_t seed, pool_rules rules, bool thread_cache,
                            const pool_maker<P>& make, const pool_mix& mix = any_pool_step,
                            std::optional<pool_rules> strict = std::nullopt) {
   tally t;
-  for (std::size_t n = 0; n < count && !t.rejected(); ++n) {
+  const bool all = keep_going();
+  for (std::size_t n = 0; n < count && (all || !t.rejected()); ++n) {
     std::mt19937_64 rng(seed * 0x9E37'79B9 + n);
     const auto threads = static_cast<std::uint32_t>(3 + n % 2);
     const auto r = record_pool_history<P>(rng, threads, rules, thread_cache, make, mix);
@@ -407,7 +442,7 @@ tally check_pool_histories(std::size_t count, std::uint64_t seed, pool_rules rul
       tight.ceiling = r.rules.ceiling;
       tight.observer = r.rules.observer;
       const verdict v = check(r.h.when, pool_model(tight, r.h.when, r.h.what, r.initial));
-      if (!v.linearizable && t.strictly_rejected++ == 0) t.strict_failure = v.report;
+      if (!v.linearizable && (t.strictly_rejected++ == 0 || all)) t.strict_failure += v.report;
     }
   }
   return t;
