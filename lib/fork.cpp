@@ -34,7 +34,7 @@ struct fork_registry {
   }
 };
 
-fork_aware::fork_aware() noexcept {
+void fork_aware::join() noexcept {
   fork_registry& r = fork_registry::get();
   std::lock_guard lock(r.mutex);
   next_ = r.head;
@@ -51,7 +51,5 @@ void fork_aware::leave() noexcept {
   if (next_ != nullptr) next_->prev_ = prev_;
   listed_ = false;
 }
-
-fork_aware::~fork_aware() = default;
 
 }  // namespace sluice::detail

@@ -12,7 +12,9 @@ namespace sluice {
 
 struct mutex_pool::state final : detail::fork_aware {
   explicit state(const pool_options& o)
-      : classes(o.ceiling), bound(o.bound), enabled(o.enabled), shelves(classes.count()) {}
+      : classes(o.ceiling), bound(o.bound), enabled(o.enabled), shelves(classes.count()) {
+    join();  // last: a fork may lock this state from here on
+  }
   ~state() { leave(); }
 
   // A fork's child never inherits the mutex locked by a thread it does not have.

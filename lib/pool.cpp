@@ -3,15 +3,25 @@
 //
 // Ordering pairs used here, beyond those inside the stacks (pool/slots.hpp, S1-S3, C1-C2):
 //   (P) the publish handshake with trim. A thread about to push a chain of kept buffers raises
-//       its cache's `publishing` flag (P1, seq_cst store), reads `state` (P2, seq_cst), pushes
-//       only if no trim or switch has overtaken its call, and lowers the flag (P3, release).
-//       trim bumps `state` (T1, seq_cst RMW), then reads every cache's flag (T2, seq_cst) and
-//       waits while one is up, and only then empties the stacks (S3). Each side stores, then
-//       loads what the other stores, so in the single total order of seq_cst operations either
-//       P2 follows T1 (the publisher sees the trim and does not push) or T2 follows P1 (trim
-//       waits for P3, which then happens-before its pops, so they find the chain). Buffers kept
-//       before a trim therefore never outlive it on a stack, and trim never touches a buffer
-//       retired after it returned: there is no drain on the publisher's side.
+//       its cache's `publishing` flag (P1, seq_cst store of an odd count), reads `state` (P2,
+//       seq_cst), pushes only if no trim or switch has overtaken its call, and lowers the flag
+//       (P3, release store of the next even count). trim bumps `state` (T1, seq_cst RMW), then
+//       reads every cache's flag (T2, seq_cst) and waits while one is up, until it moves on, and
+//       only then empties the stacks (S3). Each side stores, then loads what the other stores,
+//       so in the single total order of seq_cst operations either P2 follows T1 (the publisher
+//       sees the trim and does not push) or T2 follows P1 (trim waits for P3, which then
+//       happens-before its pops, so they find the chain). Buffers kept before a trim therefore
+//       never outlive it on a stack, and trim never touches a buffer retired after it returned:
+//       there is no drain on the publisher's side. trim waits only for the publish it found in
+//       progress, so publishers that keep coming cannot hold it up.
+//   (R) the same handshake for a refill, which pops a batch into a cache: the batch must enter
+//       the cache under the generation it was popped in, since a thread's next call frees a
+//       cache whose generation has passed. The pop runs under the flag, after a check (R2, as
+//       P2) that the cache is current and no trim is running. A trim that starts after R2 waits
+//       for the flag, so its pops follow this one, and the batch, from before the trim, is
+//       rightly freed at the thread's next call; one that ended before R2 lowered its count
+//       (T3, release) after its pops, so the batch holds nothing it had to free. While a trim
+//       runs, or the cache is behind, a take pops its one buffer directly instead.
 //   (M) admin_mutex orders everything a non-owner does to a thread cache (thread exit, ~pool,
 //       fork) against the owner's calls, which the caller keeps apart from ~pool; a thread that
 //       has no cache (it is exiting, or had no memory for one) publishes under it instead of
@@ -47,6 +57,7 @@ constexpr std::uint32_t free_slots_limit = 2 * free_slots_batch;
 constexpr std::size_t min_caching_bound = 64;
 
 bool enabled_in(std::uint64_t state) noexcept { return (state & detail::enabled_bit) != 0; }
+bool trimming_in(std::uint64_t state) noexcept { return (state & detail::trims_mask) != 0; }
 std::uint64_t generation_of(std::uint64_t state) noexcept { return state / detail::one_generation; }
 
 // A counter update. A cache's counters have one writer, so a plain load and store suffice (no
@@ -117,6 +128,7 @@ pool::core::core(const pool_options& o)
       off_class(classes.count()),
       off_class_nonempty(std::make_unique<detail::atomic<bool>[]>(classes.count())) {
   for (std::size_t cls = 0; cls < classes.count(); ++cls) class_size[cls] = classes.size(cls);
+  join();  // last: a fork may lock this core from here on
 }
 
 namespace {
@@ -255,6 +267,16 @@ void free_chain(call& k, std::size_t cls, const chain& ch) noexcept {
   if (got.count > 0) free_chain(k, cls, got);
 }
 
+// The flag of (P) and (R): an odd count while raised. Owner only.
+std::uint32_t raise_flag(thread_cache& tc) noexcept {
+  const std::uint32_t flag = tc.publishing.load(std::memory_order_relaxed) + 1;  // its own writes
+  tc.publishing.store(flag, std::memory_order_seq_cst);  // (P1): seq_cst, for the order with T1/T2
+  return flag;
+}
+void lower_flag(thread_cache& tc, std::uint32_t flag) noexcept {
+  tc.publishing.store(flag + 1, std::memory_order_release);  // (P3): pairs with trim's wait
+}
+
 // Pushes a chain of kept buffers of class cls onto its stack, keeping the handshake (P) with
 // trim. `earlier`: the chain holds buffers that earlier calls kept (a cache's flush), which a
 // trim that overtook this call must free; else it holds only this call's own buffer, which only
@@ -270,19 +292,22 @@ bool publish(call& k, std::size_t cls, const chain& ch, bool earlier) noexcept {
     k.c.stacks[cls].push_chain(k.c.slots, ch);  // (S1)
     return true;
   }
-  k.tc->publishing.store(true, std::memory_order_seq_cst);               // (P1)
+  const std::uint32_t flag = raise_flag(*k.tc);                           // (P1)
   const bool push = may_push(k.c.state.load(std::memory_order_seq_cst));  // (P2)
   if (push) k.c.stacks[cls].push_chain(k.c.slots, ch);                   // (S1)
-  k.tc->publishing.store(false, std::memory_order_release);              // (P3)
+  lower_flag(*k.tc, flag);                                                // (P3)
   return push;
 }
 
-// trim's side of (P), after its bump (T1): waits until no thread is inside a publish that read
-// the state before the bump.
+// trim's side of (P) and (R), after its bump (T1): waits until no thread is inside a publish or
+// a refill that it found in progress (and that may have read the state before the bump).
 void await_publishers(core& c) noexcept {
   std::lock_guard lock(c.admin_mutex);  // (M): keeps the registry still, and orders orphans
   for (const thread_cache* tc = c.registry; tc != nullptr; tc = tc->next) {
-    while (tc->publishing.load(std::memory_order_seq_cst)) std::this_thread::yield();  // (T2)
+    const std::uint32_t seen = tc->publishing.load(std::memory_order_seq_cst);  // (T2)
+    if (seen % 2 == 0) continue;
+    // acquire: synchronizes-with P3, or with a later P1 (a seq_cst store, so a release too)
+    while (tc->publishing.load(std::memory_order_acquire) == seen) std::this_thread::yield();
   }
 }
 
@@ -341,10 +366,17 @@ bool make_room(call& k, std::uint32_t n) noexcept {
 // The batch a magazine moves at once: half of what it holds at most.
 std::uint32_t batch_of(const magazine& m) noexcept { return std::max<std::uint32_t>(1, m.limit / 2); }
 
-// Fills an empty magazine with a batch from the shared stack; their places come with them.
+// Fills an empty magazine with a batch from the shared stack, keeping the handshake (R) with
+// trim; their places come with them. Leaves it empty while a trim runs or the cache is behind.
 [[gnu::cold, gnu::noinline]] void refill(call& k, std::size_t cls, magazine& m) noexcept {
   if (k.c.stacks[cls].looks_empty() || !make_room(k, batch_of(m))) return;
-  const chain got = k.c.stacks[cls].pop_chain(k.c.slots, batch_of(m));  // (S2)
+  const std::uint32_t flag = raise_flag(*k.tc);                         // (P1)
+  const std::uint64_t now = k.c.state.load(std::memory_order_seq_cst);  // (R2)
+  chain got;
+  if (now == k.tc->seen_state && !trimming_in(now)) {
+    got = k.c.stacks[cls].pop_chain(k.c.slots, batch_of(m));  // (S2)
+  }
+  lower_flag(*k.tc, flag);                                      // (P3)
   k.tc->cached += got.count;
   slot_index i = got.first;
   for (std::uint32_t j = 0; j < got.count; ++j) {
@@ -833,9 +865,9 @@ bool pool::enabled() const noexcept {
 void pool::trim() noexcept {
   core& c = *core_;
   call k = begin(c);
-  k.state = c.state.fetch_add(detail::one_generation, std::memory_order_seq_cst) +
-            detail::one_generation;  // (T1)
-  await_publishers(c);               // (T2)
+  constexpr std::uint64_t start = detail::one_generation + detail::one_trim;
+  k.state = c.state.fetch_add(start, std::memory_order_seq_cst) + start;      // (T1)
+  await_publishers(c);                                                         // (T2)
   for (std::size_t cls = 0; cls < c.classes.count(); ++cls) drain(k, cls);  // (S3)
   std::size_t count = 0, bytes = 0;
   {
@@ -847,7 +879,9 @@ void pool::trim() noexcept {
   }
   unreserve(c, count);
   k.rec().add(&counters::bytes_out, bytes);
-  if (k.tc != nullptr) sync(c, *k.tc, k.state);  // this thread's own cache, now
+  // (T3) release: a refill that finds no trim running (R2) finds the stacks emptied too.
+  const std::uint64_t now = c.state.fetch_sub(detail::one_trim, std::memory_order_release) - detail::one_trim;
+  if (k.tc != nullptr) sync(c, *k.tc, now);  // this thread's own cache, now
 }
 
 std::size_t pool::retained() const noexcept { return stats().retained; }

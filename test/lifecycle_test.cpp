@@ -146,3 +146,29 @@ TEST_CASE_TEMPLATE("fork() while other threads are inside the pool: the child ca
   p.trim();
   CHECK(p.retained() == 0);
 }
+
+TEST_CASE_TEMPLATE("fork() while another thread constructs and destroys pools", P, POOLS) {
+  // A pool is known to the fork handlers from the end of its construction to the start of its
+  // destruction, never while half made: forks racing a thread that builds and destroys pools
+  // must find only whole ones.
+  std::atomic<bool> stop{false};
+  std::thread builder([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      P p{pool_options{.bound = 64}};
+      p.retire(buffer(100));
+    }
+  });
+  int ok = 0;
+  constexpr int forks = 300;
+  for (int i = 0; i < forks; ++i) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) _exit(0);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  stop.store(true);
+  builder.join();
+  CHECK(ok == forks);
+}

@@ -9,6 +9,8 @@
 // purpose while `failing` is set. It serves the throwing and nothrow forms; the aligned forms
 // are left to the library's runtime, which pairs them with its own deletes.
 #include <malloc.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
@@ -25,10 +27,12 @@ namespace {
 
 std::atomic<long long> live_bytes{0};
 std::atomic<bool> failing{false};
+std::atomic<long long> fail_in{-1};  // when >= 0: allocations left before one fails
 thread_local long long allocations = 0;
 
 void* allocate(std::size_t n) noexcept {
   if (failing.load(std::memory_order_relaxed)) return nullptr;
+  if (fail_in.load(std::memory_order_relaxed) >= 0 && fail_in.fetch_sub(1) == 0) return nullptr;
   void* p = std::malloc(n == 0 ? 1 : n);
   if (p != nullptr) {
     ++allocations;
@@ -144,4 +148,36 @@ TEST_CASE("a cache that finds no slot keeps what it holds and drops only the ret
   std::size_t answered = 0;
   while (p.take(1024)) ++answered;
   CHECK(answered == s.retained);
+}
+
+TEST_CASE_TEMPLATE("a pool whose construction fails leaves nothing for a later fork to touch", P, sluice::pool,
+                   sluice::mutex_pool) {
+  // Each allocation of the constructor in turn fails; the constructor throws std::bad_alloc and
+  // must leave no registration behind (a fork's handlers would lock a freed object). After each
+  // failure a fork must work, and another pool must construct cleanly.
+  int failures = 0;
+  for (long long n = 0;; ++n) {
+    CAPTURE(n);
+    fail_in.store(n);
+    bool threw = false;
+    try {
+      P p;
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    fail_in.store(-1);
+    if (!threw) break;  // every allocation of the constructor has failed once
+    ++failures;
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) _exit(0);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    P again;
+    again.retire(buffer(64));
+    CHECK(again.retained() == 1);
+  }
+  MESSAGE(failures << " constructions failed, one at each allocation");
+  CHECK(failures > 0);
 }

@@ -37,7 +37,7 @@
 // not use a mutex_gate that another thread of the parent could have been calling at the fork.
 //
 // MEMORY ORDERING. The gate behaves as a semaphore: note_done() is a release, and every call
-// that observes the count (try_admit, has_capacity, in_flight) is an acquire. What a thread
+// that observes the count (a try_admit that succeeds, has_capacity, in_flight) is an acquire. What a thread
 // did before note_done() is visible to a thread whose try_admit() succeeded on, or whose
 // has_capacity()/in_flight() read, a count that reflects that note_done(). note_submitted(),
 // set_cap() and adjust() publish nothing.

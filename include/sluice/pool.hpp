@@ -87,9 +87,10 @@
 // from operator new, whose own locks are the allocator's. With the caches on, a hit touches only
 // the calling thread's cache and performs no atomic read-modify-write. Blocking, on a mutex: a
 // thread's first call to a pool, its exit, buffers whose capacity is not a class size, stats(),
-// retained(), trim() (which also waits for calls that are moving a batch onto the shared stacks
-// as it starts, a few instructions each), set_enabled(false), ~pool, and the calls of a thread
-// that has no cache (it is past its thread_local destructors, or no memory was left for one).
+// retained(), trim() (which also waits for the calls it finds moving a batch between a cache
+// and the shared stacks as it starts, a few instructions each, never for later ones),
+// set_enabled(false), ~pool, and the calls of a thread that has no cache (it is past its
+// thread_local destructors, or no memory was left for one).
 // The stacks' heads carry a 32-bit tag against ABA; like every tagged Treiber stack, they rely
 // on no thread being stopped between reading a head and its CAS for an exact multiple of 2^32
 // changes of that head.

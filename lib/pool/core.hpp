@@ -33,10 +33,14 @@ struct counters {
   detail::atomic<std::uint64_t> hits{0}, misses{0}, retired{0}, dropped{0}, bytes_in{0}, bytes_out{0};
 };
 
-// The state word: the generation (bumped by every trim) above the enabled bit. A thread cache
-// remembers the word it last saw; a difference sends it through sync() before the call.
+// The state word: bit 0 is the enabled bit, bits 1-23 count the trims running, bits 24-63 are the
+// generation, bumped by every trim as it starts (it wraps after 2^40 trims). A thread cache
+// remembers the word it last saw; any difference sends it through sync() before the call, which
+// frees the cache when the generation moved or the pool is off.
 inline constexpr std::uint64_t enabled_bit = 1;
-inline constexpr std::uint64_t one_generation = 2;
+inline constexpr std::uint64_t one_trim = 2;
+inline constexpr std::uint64_t trims_mask = (std::uint64_t{1} << 24) - one_trim;
+inline constexpr std::uint64_t one_generation = std::uint64_t{1} << 24;
 
 // One class's cached buffers in a thread cache, oldest first. It holds up to 2 * batch_size of
 // its class; at that mark the oldest batch moves to the shared stack.
@@ -65,9 +69,10 @@ struct thread_cache {
   std::uint32_t cached = 0;                     // buffers in all magazines; owner only
   local_chain free_slots;                       // slots with no buffer; owner only
   detail::atomic<std::uint32_t> spare{0};       // reserved places not yet used; owner writes
-  // True while the owner publishes a chain to a stack: trim waits for it to fall (see (P) in
-  // pool.cpp). Owner writes; trim reads under admin_mutex.
-  detail::atomic<bool> publishing{false};
+  // Odd while the owner pushes a chain to a stack or pops a batch into its cache; trim waits for
+  // an odd value to move on (see (P) and (R) in pool.cpp). Owner writes; trim reads it under
+  // admin_mutex.
+  detail::atomic<std::uint32_t> publishing{0};
   counters counts;                              // owner writes
   thread_cache* prev = nullptr;                 // the core's registry, under admin_mutex
   thread_cache* next = nullptr;

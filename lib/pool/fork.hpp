@@ -20,11 +20,14 @@ class fork_aware {
   virtual void unlock_in_child() noexcept = 0;  // only the forking thread exists here
 
  protected:
-  fork_aware() noexcept;  // registers
-  ~fork_aware();          // a no-op: the most derived destructor must call leave() first
+  fork_aware() noexcept = default;
+  ~fork_aware() = default;
 
-  // Unregisters; waits for a fork in progress to finish. Called by the most derived class's
-  // destructor before it destroys anything the handlers use.
+  // Registers. The most derived constructor calls it last, once nothing can throw and every
+  // member a handler uses exists (a fork may run the handlers from that instant).
+  void join() noexcept;
+  // Unregisters, after a fork in progress has finished. The most derived destructor calls it
+  // first, before it destroys anything the handlers use.
   void leave() noexcept;
 
  private:

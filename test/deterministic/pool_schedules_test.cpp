@@ -209,6 +209,59 @@ TEST_CASE("a call that straddles a trim or the switch frees only what they must"
   MESSAGE("straddled trims: " << schedules << " schedules, " << switch_points << " switch points");
 }
 
+TEST_CASE("a take that straddles a trim keeps what was retired after the trim returned") {
+  // C leaves buffers on the shared stack; R's takes begin while they are there; T trims; Q
+  // retires after the trim returned, so Q's buffers must survive it; then all exit. R is stopped
+  // at each of its switch points in turn while the others run to their end: a take that began
+  // before the trim and refills its cache after it must not let its thread's next call free
+  // what it found (Q's buffers), and what it did find before the trim is freed or answered.
+  std::uint64_t stops = 0;
+  for (std::uint64_t k = 1;; ++k) {
+    CAPTURE(k);
+    sluice::pool p{pool_options{.bound = 256}};  // caches of 8 buffers, batches of 4
+    bool c_done = false, armed = false, trimmed = false;
+    std::set<std::uint64_t> answered, must;
+    stop_at stop{1, k, armed};
+    scheduler::run(
+        {[&] {
+           for (std::uint64_t m = 1; m <= 3; ++m) p.retire(marked(1024, m));
+           exit_thread();  // its cache goes to the shared stack
+           c_done = true;
+         },
+         [&] {
+           scheduler::wait_until([&] { return c_done; });
+           armed = true;
+           for (int i = 0; i < 2; ++i) {
+             if (buffer b = p.take(1024)) answered.insert(mark_of(b));
+           }
+           exit_thread();
+         },
+         [&] {
+           scheduler::wait_until([&] { return c_done; });
+           p.trim();
+           trimmed = true;
+         },
+         [&] {
+           scheduler::wait_until([&] { return trimmed; });
+           for (std::uint64_t m = 11; m <= 13; ++m) {
+             p.retire(marked(1024, m));
+             must.insert(m);
+           }
+           exit_thread();
+         }},
+        [&](const moment& m) { return stop.pick(m); });
+    std::set<std::uint64_t> found = answered;
+    while (buffer b = p.take(1024)) found.insert(mark_of(b));
+    CHECK(std::includes(found.begin(), found.end(), must.begin(), must.end()));
+    const sluice::pool_stats s = p.stats();
+    CHECK(s.retired == 6);
+    CHECK(s.retained == 0);
+    if (!stop.reached) break;
+    ++stops;
+  }
+  MESSAGE("take against trim: R stopped at " << stops << " switch points");
+}
+
 TEST_CASE("take and retire complete while another thread is stopped anywhere inside them") {
   // Lock-freedom, checked directly: G's calls (the pool's first retires, so the slot table grows
   // under them) are stopped at their k-th switch point, for every k, and H must finish its own
