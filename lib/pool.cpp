@@ -745,6 +745,8 @@ void adopt_after_fork(core& c) noexcept {
     }
   }
   c.reserved.store(places, std::memory_order_relaxed);
+  // A trim that another thread was running is over: the child's refills must not wait for it.
+  c.state.fetch_and(~detail::trims_mask, std::memory_order_relaxed);
   // What the lost caches held leaves the byte count as if freed; a call stopped between moving
   // a buffer and counting it is counted as having finished.
   const std::uint64_t in = sum.bytes_in.load(std::memory_order_relaxed);

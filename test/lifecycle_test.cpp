@@ -100,8 +100,9 @@ TEST_CASE_TEMPLATE("a thread's own calls after another thread's trim find its ca
 }
 
 TEST_CASE_TEMPLATE("fork() while other threads are inside the pool: the child can use it all", P, POOLS) {
-  // A hammer thread calls stats(), take and retire without pause, so that a fork usually finds
-  // it holding one of the pool's mutexes or its cache full. Each child must be able to trim,
+  // A hammer thread calls stats(), take and retire without pause, and another trims, so that a
+  // fork usually finds one of them holding one of the pool's mutexes, a cache full or a trim
+  // under way. Each child must be able to trim,
   // keep the whole bound and count it exactly; a child that hangs is killed by its alarm and
   // counted as failed. The parent's pool is untouched by its children.
   constexpr std::size_t bound = 64;
@@ -114,6 +115,9 @@ TEST_CASE_TEMPLATE("fork() while other threads are inside the pool: the child ca
       p.retire(buffer(1000));
       (void)p.take(1000);
     }
+  });
+  std::thread trimmer([&] {  // so that forks also find a trim under way
+    while (!stop.load(std::memory_order_relaxed)) p.trim();
   });
   int children = 0, ok = 0;
   for (int i = 0; i < 20; ++i) {
@@ -142,6 +146,7 @@ TEST_CASE_TEMPLATE("fork() while other threads are inside the pool: the child ca
   }
   stop.store(true);
   hammer.join();
+  trimmer.join();
   CHECK(ok == children);
   p.trim();
   CHECK(p.retained() == 0);
