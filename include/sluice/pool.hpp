@@ -79,7 +79,8 @@
 // inherits. The parent's other threads do not exist in the child: what their caches held, and
 // the buffers their calls in flight at the fork held, stay allocated but are lost to the pool
 // (not freed, as jemalloc's and mimalloc's thread caches are not), and the bound's count and
-// the statistics are made exact again, in the child, from what it can reach.
+// the statistics are made exact again, in the child, from what it can reach. As with malloc,
+// a fork from a signal handler that interrupted a call to the same pool is not supported.
 //
 // PROGRESS. take and retire of the pool's own classes are lock-free: a thread stopped anywhere
 // inside one cannot keep another's from completing (test/deterministic stops it at every switch
