@@ -3,6 +3,9 @@
 #include "sluice/gate.hpp"
 
 #include <algorithm>
+#include <mutex>
+
+#include "parking.hpp"
 
 namespace sluice {
 namespace {
@@ -15,9 +18,10 @@ constexpr std::int64_t next_cap(std::int64_t cap, pressure p, std::int64_t max_c
   return p == pressure::ok ? clamp_cap(std::min(cap + 1, max_cap)) : clamp_cap(cap - 1);
 }
 
-// The packed word: in_flight in bits 0-31, cap in bits 32-63.
+// The packed word: in_flight in bits 0-30, the waiting mark in bit 31, cap in bits 32-62.
 constexpr int cap_shift = 32;
-constexpr std::uint64_t count_mask = (std::uint64_t{1} << cap_shift) - 1;
+constexpr std::uint64_t waiting_bit = std::uint64_t{1} << 31;
+constexpr std::uint64_t count_mask = waiting_bit - 1;
 
 constexpr std::uint64_t pack(std::int64_t cap, std::uint64_t count) noexcept {
   return static_cast<std::uint64_t>(cap) << cap_shift | count;
@@ -37,15 +41,23 @@ constexpr std::int64_t count_of(std::uint64_t word) noexcept {
 //   (1) note_done's release-CAS  synchronizes-with  (2) try_admit's acquire-CAS and
 //       (3) the acquire-loads of the readers, through the word's release sequence (every other
 //       write to the word is a read-modify-write, so it continues the sequence).
+//   (W) no lost wake-up. A waiter, holding its spot's mutex, sets the waiting bit with an RMW
+//       (W1), tries again, and only then sleeps on the spot, which releases the mutex. A call
+//       that may make room clears the bit in the RMW that makes the room (W2) and, when it was
+//       set, takes the spot's mutex and wakes the spot (W3). The word's modification order puts
+//       W2 before W1 (then the waiter's try sees the room) or after it (then W2 reads the bit,
+//       and W3 can only get the mutex once the waiter sleeps, or has left).
 // Everything else is relaxed: the word carries no data besides itself, and each RMW reads the
-// latest value in the word's modification order whatever its ordering.
+// latest value in the word's modification order whatever its ordering. The spot's mutex orders
+// W3 against the waiter; the word needs nothing more for it.
 
 gate::gate(std::int64_t cap) noexcept : word_(pack(clamp_cap(cap), 0)) {}
 
 void gate::note_submitted() noexcept {
-  // Relaxed: a submission publishes nothing. One CAS, retried only when another call changed the
-  // word (lock-free); at gate_limit the count stays put, so the saturated submission is one step
-  // that changes nothing, never an add and an undo that another call could see between.
+  // Relaxed: a submission publishes nothing, and makes no room. One CAS, retried only when
+  // another call changed the word (lock-free); at gate_limit the count stays put, so the
+  // saturated submission is one step that changes nothing, never an add and an undo that
+  // another call could see between.
   std::uint64_t word = word_.load(std::memory_order_relaxed);
   do {
     if (count_of(word) == gate_limit) return;
@@ -55,10 +67,11 @@ void gate::note_submitted() noexcept {
 void gate::note_done() noexcept {
   std::uint64_t word = word_.load(std::memory_order_relaxed);
   do {
-    if ((word & count_mask) == 0) return;  // the floor: at zero it stays zero
-  } while (!word_.compare_exchange_weak(word, word - 1,
-                                        std::memory_order_release,    // (1)
+    if (count_of(word) == 0) return;  // the floor: at zero it stays zero
+  } while (!word_.compare_exchange_weak(word, (word - 1) & ~waiting_bit,
+                                        std::memory_order_release,    // (1), (W2)
                                         std::memory_order_relaxed));
+  if ((word & waiting_bit) != 0) wake();  // (W3)
 }
 
 bool gate::try_admit() noexcept {
@@ -69,6 +82,32 @@ bool gate::try_admit() noexcept {
                                         std::memory_order_acquire,    // (2)
                                         std::memory_order_relaxed));
   return true;
+}
+
+void gate::admit() {
+  if (!try_admit()) wait_admit(std::chrono::steady_clock::time_point::max());
+}
+
+bool gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
+  detail::parking_spot& spot = detail::parking_for(this);
+  std::unique_lock lock(spot.mutex);
+  for (;;) {
+    word_.fetch_or(waiting_bit, std::memory_order_relaxed);  // (W1)
+    if (try_admit()) return true;
+    if (deadline == std::chrono::steady_clock::time_point::max()) {
+      spot.wake.wait(lock);
+    } else if (spot.wake.wait_until(lock, deadline) == std::cv_status::timeout) {
+      return try_admit();
+    }
+  }
+}
+
+// (W3): the mutex is taken and let go before the wake, so that a waiter between its W1 and its
+// sleep is asleep (or gone) by the time the wake comes.
+void gate::wake() noexcept {
+  detail::parking_spot& spot = detail::parking_for(this);
+  { std::lock_guard lock(spot.mutex); }
+  spot.wake.notify_all();
 }
 
 bool gate::has_capacity() const noexcept {
@@ -87,17 +126,19 @@ std::int64_t gate::cap() const noexcept {
 void gate::set_cap(std::int64_t cap) noexcept {
   const std::uint64_t cap_bits = pack(clamp_cap(cap), 0);
   std::uint64_t word = word_.load(std::memory_order_relaxed);
-  while (!word_.compare_exchange_weak(word, cap_bits | (word & count_mask),
+  while (!word_.compare_exchange_weak(word, cap_bits | (word & count_mask),  // (W2)
                                       std::memory_order_relaxed)) {
   }
+  if ((word & waiting_bit) != 0) wake();  // (W3)
 }
 
 void gate::adjust(pressure p, std::int64_t max_cap) noexcept {
   std::uint64_t word = word_.load(std::memory_order_relaxed);
   while (!word_.compare_exchange_weak(
-      word, pack(next_cap(cap_of(word), p, max_cap), word & count_mask),
+      word, pack(next_cap(cap_of(word), p, max_cap), word & count_mask),  // (W2)
       std::memory_order_relaxed)) {
   }
+  if ((word & waiting_bit) != 0) wake();  // (W3)
 }
 
 // ---- mutex_gate ------------------------------------------------------------------------------
@@ -109,9 +150,17 @@ void mutex_gate::note_submitted() noexcept {
   in_flight_ = std::min(in_flight_ + 1, gate_limit);
 }
 
+// After a change that may make room: wakes the waiters, if any, once the mutex is let go.
+void mutex_gate::wake_if_waiting(std::unique_lock<std::mutex>& lock) noexcept {
+  const bool waiting = waiting_ > 0;
+  lock.unlock();
+  if (waiting) room_.notify_all();
+}
+
 void mutex_gate::note_done() noexcept {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (in_flight_ > 0) --in_flight_;
+  wake_if_waiting(lock);
 }
 
 bool mutex_gate::try_admit() noexcept {
@@ -119,6 +168,23 @@ bool mutex_gate::try_admit() noexcept {
   if (in_flight_ >= cap_) return false;
   ++in_flight_;
   return true;
+}
+
+void mutex_gate::admit() { wait_admit(std::chrono::steady_clock::time_point::max()); }
+
+bool mutex_gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  ++waiting_;
+  const auto room = [&] { return in_flight_ < cap_; };
+  bool admitted = true;
+  if (deadline == std::chrono::steady_clock::time_point::max()) {
+    room_.wait(lock, room);
+  } else {
+    admitted = room_.wait_until(lock, deadline, room);
+  }
+  --waiting_;
+  if (admitted) ++in_flight_;
+  return admitted;
 }
 
 bool mutex_gate::has_capacity() const noexcept {
@@ -137,13 +203,15 @@ std::int64_t mutex_gate::cap() const noexcept {
 }
 
 void mutex_gate::set_cap(std::int64_t cap) noexcept {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   cap_ = clamp_cap(cap);
+  wake_if_waiting(lock);
 }
 
 void mutex_gate::adjust(pressure p, std::int64_t max_cap) noexcept {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   cap_ = next_cap(cap_, p, max_cap);
+  wake_if_waiting(lock);
 }
 
 }  // namespace sluice

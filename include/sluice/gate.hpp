@@ -11,6 +11,10 @@
 //   note_submitted()  in_flight + 1, even past the cap; never refuses          lock-free
 //   note_done()       in_flight - 1, but never below zero                      lock-free
 //   try_admit()       if in_flight < cap: in_flight + 1 and true, in one step  lock-free
+//   admit()           waits until in_flight < cap, then in_flight + 1, in one  blocking
+//                     step, exactly as a try_admit that succeeds
+//   try_admit_for(d)  admit(), giving up after d: false, and nothing counted   blocking
+//   try_admit_until(t)  admit(), giving up at t: false, and nothing counted     blocking
 //   has_capacity()    in_flight < cap, both read from one atomic load          wait-free
 //   set_cap(c)        cap = clamp(c, 1, gate_limit); in_flight untouched        lock-free
 //   adjust(p, max)    ok: min(cap + 1, max); soft/hard: cap - 1; never below 1  lock-free
@@ -32,21 +36,38 @@
 // retried only when another call changed it in between: lock-free, never blocking. The readers
 // are one load: wait-free.
 //
-// FORK. A gate is one atomic word: a forked child may use it whatever the parent's other
-// threads were doing. mutex_gate, like any object over a std::mutex, may not be: a child must
-// not use a mutex_gate that another thread of the parent could have been calling at the fork.
+// WAITING. admit(), try_admit_for() and try_admit_until() first try as try_admit does; only a
+// thread that finds no room waits, in the kernel, on a condition variable (for gate: one of a
+// fixed table of spots shared by address, so the gate stays one word; for mutex_gate: its own).
+// Whatever may make room wakes the waiters: note_done, set_cap and adjust. A waiter then tries
+// again, so raising the cap by k lets up to k of them in, and no wake-up is lost: a waiter
+// marks the word before its last try, and a call that finds the mark wakes the spot under its
+// mutex. When no thread waits, no call looks at a spot: the mark is one bit of the word that
+// note_done, set_cap and adjust test in the value their CAS already read. Those three then take
+// the spot's mutex for a moment, once per wait; nothing else ever blocks. A timed wait that
+// gives up counts nothing. A timeout of zero or less (or NaN) tries once; try_admit_for cuts its
+// timeout at a hundred years, and try_admit_until waits for any deadline of any clock, a
+// hundred years of the steady clock at a time.
+//
+// FORK. A gate is one atomic word, and its parking spots are held across fork() (through
+// pthread_atfork): a forked child may use it whatever the parent's other threads were doing
+// (their waits are gone with them). mutex_gate, like any object over a std::mutex, may not be:
+// a child must not use a mutex_gate that another thread of the parent could have been calling
+// at the fork.
 //
 // MEMORY ORDERING. The gate behaves as a semaphore: note_done() is a release, and every call
 // that observes the count (a try_admit that succeeds, has_capacity, in_flight) is an acquire. What a thread
-// did before note_done() is visible to a thread whose try_admit() succeeded on, or whose
-// has_capacity()/in_flight() read, a count that reflects that note_done(). note_submitted(),
-// set_cap() and adjust() publish nothing.
+// did before note_done() is visible to a thread whose try_admit() or admit() succeeded on, or
+// whose has_capacity()/in_flight() read, a count that reflects that note_done(). A wait that
+// gives up is a relaxed read. note_submitted(), set_cap() and adjust() publish nothing.
 //
 // mutex_gate has the identical interface and semantics over a std::mutex (but for FORK): the
 // baseline for benchmarks and the reference model for tests. permit<G> holds one admission and
 // gives it back when it goes out of scope.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <utility>
@@ -60,6 +81,32 @@ enum class pressure { ok, soft, hard };
 // The largest cap and the largest count a gate holds (see LIMITS above).
 inline constexpr std::int64_t gate_limit = (std::int64_t{1} << 31) - 1;
 
+namespace detail {
+// The steady clock's now + timeout, the timeout cut into [0, a hundred years] (a NaN counts as
+// zero), so that no sum overflows.
+template <class Rep, class Period>
+std::chrono::steady_clock::time_point deadline_after(const std::chrono::duration<Rep, Period>& timeout) {
+  using namespace std::chrono;
+  const duration<long double> longest = hours(24 * 365 * 100);
+  duration<long double> wait = timeout;
+  if (!(wait > duration<long double>::zero())) wait = duration<long double>::zero();
+  if (wait > longest) wait = longest;
+  return steady_clock::now() + ceil<nanoseconds>(wait);
+}
+
+// try_admit_until for both gates: tries, and while there is no room and time is left, waits on
+// the steady clock, checking the caller's clock after each wait.
+template <class Gate, class Clock, class Duration>
+bool admit_by(Gate& g, const std::chrono::time_point<Clock, Duration>& deadline) {
+  while (!g.try_admit()) {
+    const auto now = Clock::now();
+    if (now >= deadline) return false;
+    if (g.wait_admit(deadline_after(deadline - now))) return true;
+  }
+  return true;
+}
+}  // namespace detail
+
 class gate {
  public:
   explicit gate(std::int64_t cap) noexcept;
@@ -69,6 +116,15 @@ class gate {
   void note_submitted() noexcept;
   void note_done() noexcept;
   [[nodiscard]] bool try_admit() noexcept;
+  void admit();
+  template <class Rep, class Period>
+  [[nodiscard]] bool try_admit_for(const std::chrono::duration<Rep, Period>& timeout) {
+    return detail::admit_by(*this, detail::deadline_after(timeout));
+  }
+  template <class Clock, class Duration>
+  [[nodiscard]] bool try_admit_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    return detail::admit_by(*this, deadline);
+  }
   [[nodiscard]] bool has_capacity() const noexcept;
   [[nodiscard]] std::int64_t in_flight() const noexcept;
   [[nodiscard]] std::int64_t cap() const noexcept;
@@ -76,7 +132,14 @@ class gate {
   void adjust(pressure p, std::int64_t max_cap) noexcept;
 
  private:
-  // Invariant: bits 0-31 hold in_flight, bits 32-63 hold cap; both are at most gate_limit.
+  template <class G, class C, class D>
+  friend bool detail::admit_by(G&, const std::chrono::time_point<C, D>&);
+  // Waits for room until the deadline; true once admitted, false when the deadline passed.
+  bool wait_admit(std::chrono::steady_clock::time_point deadline);
+  void wake() noexcept;
+
+  // Invariant: bits 0-30 hold in_flight, bits 32-62 hold cap, both at most gate_limit; bit 31
+  // marks that a thread may be waiting.
   detail::atomic<std::uint64_t> word_;
 };
 
@@ -89,6 +152,15 @@ class mutex_gate {
   void note_submitted() noexcept;
   void note_done() noexcept;
   [[nodiscard]] bool try_admit() noexcept;
+  void admit();
+  template <class Rep, class Period>
+  [[nodiscard]] bool try_admit_for(const std::chrono::duration<Rep, Period>& timeout) {
+    return detail::admit_by(*this, detail::deadline_after(timeout));
+  }
+  template <class Clock, class Duration>
+  [[nodiscard]] bool try_admit_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    return detail::admit_by(*this, deadline);
+  }
   [[nodiscard]] bool has_capacity() const noexcept;
   [[nodiscard]] std::int64_t in_flight() const noexcept;
   [[nodiscard]] std::int64_t cap() const noexcept;
@@ -96,20 +168,42 @@ class mutex_gate {
   void adjust(pressure p, std::int64_t max_cap) noexcept;
 
  private:
+  template <class G, class C, class D>
+  friend bool detail::admit_by(G&, const std::chrono::time_point<C, D>&);
+  bool wait_admit(std::chrono::steady_clock::time_point deadline);
+  void wake_if_waiting(std::unique_lock<std::mutex>& lock) noexcept;
+
   mutable std::mutex mutex_;
-  std::int64_t in_flight_ = 0;  // guarded by mutex_
-  std::int64_t cap_;            // guarded by mutex_
+  std::condition_variable room_;  // waiters sleep on it
+  std::int64_t in_flight_ = 0;    // guarded by mutex_
+  std::int64_t cap_;              // guarded by mutex_
+  std::int64_t waiting_ = 0;      // threads in wait_admit; guarded by mutex_
 };
+
+// The tag that makes a permit wait for its admission (admit()).
+struct until_admitted_t {
+  explicit until_admitted_t() = default;
+};
+inline constexpr until_admitted_t until_admitted{};
 
 // One admission held for a scope: note_done() runs when the permit is destroyed or released.
 //
 //   if (sluice::permit p{g}) { ...work...; }        // try_admit(); empty when refused
+//   sluice::permit p{g, sluice::until_admitted};   // admit(): waits for room
+//   if (sluice::permit p{g, 50ms}) { ... }         // try_admit_for(50ms); empty when it gave up
+//   if (sluice::permit p{g, deadline}) { ... }     // try_admit_until(deadline), any clock
 //   g.note_submitted(); sluice::permit p{g, std::adopt_lock};  // takes over a counted one
 template <class Gate>
 class permit {
  public:
   permit() noexcept = default;
   explicit permit(Gate& g) noexcept : gate_(g.try_admit() ? &g : nullptr) {}
+  permit(Gate& g, until_admitted_t) : gate_((g.admit(), &g)) {}
+  template <class Rep, class Period>
+  permit(Gate& g, const std::chrono::duration<Rep, Period>& timeout) : gate_(g.try_admit_for(timeout) ? &g : nullptr) {}
+  template <class Clock, class Duration>
+  permit(Gate& g, const std::chrono::time_point<Clock, Duration>& deadline)
+      : gate_(g.try_admit_until(deadline) ? &g : nullptr) {}
   permit(Gate& g, std::adopt_lock_t) noexcept : gate_(&g) {}
   permit(permit&& other) noexcept : gate_(std::exchange(other.gate_, nullptr)) {}
   permit& operator=(permit&& other) noexcept {

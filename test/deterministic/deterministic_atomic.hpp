@@ -5,6 +5,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
 #include <thread>
 
 #include "scheduler.hpp"
@@ -100,6 +104,47 @@ class mutex {
 
  private:
   std::atomic<bool> held_{false};
+};
+
+// A thread that waits is blocked in the scheduler until a notify (block_until); a timed wait
+// times out only when no other thread can run (the scheduler's time passes only then), so
+// schedules stay deterministic. The deadline itself is not read.
+class condition_variable {
+  using op = sluice_test::det::op;
+  using scheduler = sluice_test::det::scheduler;
+
+ public:
+  condition_variable() = default;
+  condition_variable(const condition_variable&) = delete;
+  condition_variable& operator=(const condition_variable&) = delete;
+
+  void wait(std::unique_lock<mutex>& lock) { sleep(lock, false); }
+  template <class Predicate>
+  void wait(std::unique_lock<mutex>& lock, Predicate ready) {
+    while (!ready()) wait(lock);
+  }
+  template <class Clock, class Duration>
+  std::cv_status wait_until(std::unique_lock<mutex>& lock, const std::chrono::time_point<Clock, Duration>&) {
+    return sleep(lock, true) ? std::cv_status::no_timeout : std::cv_status::timeout;
+  }
+  void notify_all() noexcept {
+    scheduler::yield(op::notify);
+    epoch_.fetch_add(1);
+  }
+  void notify_one() noexcept { notify_all(); }  // a spurious wake-up for the others: allowed
+
+ private:
+  // False when it timed out. The epoch is read before the mutex is let go, so a notify that
+  // comes after that is never missed, as with a real condition variable.
+  bool sleep(std::unique_lock<mutex>& lock, bool timed) {
+    const std::uint64_t seen = epoch_.load();
+    lock.unlock();
+    const bool woken = scheduler::block_until([this, seen] { return epoch_.load() != seen; }, timed);
+    lock.lock();
+    return woken;
+  }
+
+  std::atomic<std::uint64_t> epoch_{0};  // notifications so far
 };
 
 }  // namespace sluice::detail

@@ -10,7 +10,9 @@
 // A test that waits for another scheduled thread spins on wait_until(), which yields.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -23,7 +25,7 @@
 
 namespace sluice_test::det {
 
-enum class op { load, store, rmw, cas, lock, unlock };
+enum class op { load, store, rmw, cas, lock, unlock, wait, notify };
 
 // What a policy is shown at each switch point: who may run, who is about to act, and how.
 struct moment {
@@ -54,8 +56,12 @@ class scheduler {
       std::lock_guard lock(s.mutex_);
       s.pick_ = std::move(pick);
       s.done_.assign(bodies.size(), false);
+      s.blocked_.assign(bodies.size(), nullptr);
+      s.timed_.assign(bodies.size(), false);
+      s.timed_out_.assign(bodies.size(), false);
       s.turns_ = std::make_unique<std::condition_variable[]>(bodies.size());
       s.step_ = 0;
+      s.stalls_ = 0;
       s.current_ = s.choose(none, op::load);
     }
     std::vector<std::thread> threads;
@@ -89,6 +95,38 @@ class scheduler {
     while (!ready()) yield(op::load);
   }
 
+  // Blocks the calling thread until ready() holds, as a thread asleep in the kernel: the
+  // scheduler does not run it meanwhile, and evaluates ready() (under its own mutex, so it may
+  // read only plain std::atomics) at every switch point. When every unfinished thread is
+  // blocked, time passes: the first blocked thread whose wait is timed wakes and answers false.
+  // When none is timed, nothing can ever wake them: a stall (a lost wake-up, when a test's
+  // threads must finish). The scheduler counts it and wakes them all, spuriously, so that the
+  // test can go on and report it; it aborts after 100 stalls in one run.
+  static bool block_until(std::function<bool()> ready, bool timed) {
+    if (me == none) {
+      while (!ready()) std::this_thread::yield();
+      return true;
+    }
+    scheduler& s = instance();
+    std::unique_lock lock(s.mutex_);
+    s.blocked_[me] = std::move(ready);
+    s.timed_[me] = timed;
+    s.timed_out_[me] = false;
+    s.current_ = s.choose(me, op::wait);
+    if (s.current_ != me) {
+      s.wake_current();
+      s.turns_[me].wait(lock, [&] { return s.current_ == me; });
+    }
+    return !s.timed_out_[me];
+  }
+
+  // Stalls in the last run (see block_until).
+  static std::size_t stalls() {
+    scheduler& s = instance();
+    std::lock_guard lock(s.mutex_);
+    return s.stalls_;
+  }
+
   // A policy that picks uniformly at random from a seed.
   static policy random(std::uint64_t seed) {
     return [rng = std::mt19937_64(seed)](const moment& m) mutable {
@@ -103,12 +141,28 @@ class scheduler {
   }
 
   std::size_t choose(std::size_t current, op next) {
-    std::vector<std::size_t> runnable;
+    std::vector<std::size_t> runnable, waiting;
     for (std::size_t i = 0; i < done_.size(); ++i) {
-      if (!done_[i]) runnable.push_back(i);
+      if (done_[i]) continue;
+      (blocked_[i] == nullptr || blocked_[i]() ? runnable : waiting).push_back(i);
+    }
+    if (runnable.empty() && !waiting.empty()) {
+      const auto timed = std::find_if(waiting.begin(), waiting.end(), [&](std::size_t i) { return timed_[i]; });
+      if (timed != waiting.end()) {
+        timed_out_[*timed] = true;  // time passes: its deadline comes
+        runnable.push_back(*timed);
+      } else {
+        if (++stalls_ > 100) {
+          std::fprintf(stderr, "deterministic scheduler: every thread blocked for good, 100 times\n");
+          std::abort();
+        }
+        runnable = waiting;  // woken spuriously, to go on and be reported
+      }
     }
     if (runnable.empty()) return none;
-    return pick_(moment{step_++, runnable, current, next});
+    const std::size_t pick = pick_(moment{step_++, runnable, current, next});
+    blocked_[pick] = nullptr;
+    return pick;
   }
 
   void wait_turn(std::size_t i) {
@@ -133,6 +187,9 @@ class scheduler {
   std::unique_ptr<std::condition_variable[]> turns_;  // one per thread: only the chosen one wakes
   policy pick_;
   std::vector<bool> done_;
+  std::vector<std::function<bool()>> blocked_;  // what a blocked thread waits for; null if none
+  std::vector<bool> timed_, timed_out_;
+  std::size_t stalls_ = 0;
   std::size_t step_ = 0;
   std::size_t current_ = none;
 };

@@ -1,0 +1,54 @@
+#include "parking.hpp"
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <new>
+
+#include "pool/fork.hpp"
+
+namespace sluice::detail {
+namespace {
+
+// The table, held across fork() like the pools' mutexes, so that a forked child never finds a
+// spot locked by a thread it does not have; the child also starts each spot's condition
+// variable afresh, since the waiters it may record are the parent's other threads.
+class parking_lot final : public fork_aware {
+ public:
+  static constexpr std::size_t size = 64;  // a power of two
+
+  parking_lot() { join(); }
+
+  parking_spot& spot(const void* key) noexcept {
+    const auto h = std::hash<const void*>{}(key);
+    return spots_[(h ^ (h >> 6) ^ (h >> 12)) & (size - 1)];
+  }
+
+  void lock_for_fork() noexcept override {
+    for (auto& s : spots_) s.mutex.lock();
+  }
+  void unlock_in_parent() noexcept override {
+    for (auto& s : spots_) s.mutex.unlock();
+  }
+  void unlock_in_child() noexcept override {
+    for (auto& s : spots_) {
+      new (&s.wake) detail::condition_variable;  // the old one may count vanished waiters
+      s.mutex.unlock();
+    }
+  }
+
+ private:
+  std::array<parking_spot, size> spots_;
+};
+
+}  // namespace
+
+parking_spot& parking_for(const void* key) noexcept {
+  // Made at the first wait, in static storage (no allocation that could fail), and never
+  // destroyed: a thread may still wait while the process exits.
+  alignas(parking_lot) static unsigned char storage[sizeof(parking_lot)];
+  static parking_lot* const lot = new (storage) parking_lot;
+  return lot->spot(key);
+}
+
+}  // namespace sluice::detail

@@ -1,0 +1,217 @@
+// The gates that wait: admit(), try_admit_for(), try_admit_until() and the waiting permits, on
+// both gates. Waits that must end are bounded by a timeout far longer than they need, so a
+// lost wake-up fails the test (a wait that gave up) instead of hanging it.
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "doctest.hpp"
+#include "sluice/gate.hpp"
+#include "threads.hpp"
+
+using namespace std::chrono_literals;
+using sluice::pressure;
+
+#define GATES sluice::gate, sluice::mutex_gate
+
+namespace {
+
+constexpr auto long_enough = 60s;  // no correct wait here comes near it
+
+// Starts `waiter` on a thread and answers once it is inside its wait: it has announced itself
+// and the gate still has no room for it. (That it sleeps, not spins, is not observable; the
+// call that releases it is tested for whichever.)
+template <class Gate>
+struct waiting_thread {
+  std::atomic<bool> started{false}, admitted{false};
+  std::thread thread;
+
+  explicit waiting_thread(Gate& g) {
+    thread = std::thread([this, &g] {
+      started.store(true);
+      admitted.store(g.try_admit_for(long_enough));
+    });
+    while (!started.load()) std::this_thread::yield();
+  }
+  bool join() {
+    thread.join();
+    return admitted.load();
+  }
+};
+
+// Gives a thread that has started a wait the time to fall asleep in it. Not synchronisation:
+// each test passes whether the waiter sleeps or not; this only makes the sleeping case usual.
+void let_it_sleep() {
+  for (int i = 0; i < 200; ++i) std::this_thread::yield();
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("admit() at the cap waits for note_done and is admitted by it", G, GATES) {
+  G g{1};
+  REQUIRE(g.try_admit());
+  for (int round = 0; round < 200; ++round) {
+    waiting_thread<G> w{g};
+    let_it_sleep();
+    g.note_done();  // the room w waits for
+    REQUIRE(w.join());
+    CHECK(g.in_flight() == 1);  // w's admission, counted once
+  }
+}
+
+TEST_CASE_TEMPLATE("raising the cap by k lets k waiters in, and no more", G, GATES) {
+  G g{1};
+  REQUIRE(g.try_admit());
+  std::atomic<int> admitted{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 4; ++i) {
+    waiters.emplace_back([&] {
+      if (g.try_admit_for(long_enough)) admitted.fetch_add(1);
+    });
+  }
+  let_it_sleep();
+  SUBCASE("set_cap") { g.set_cap(3); }
+  SUBCASE("adjust(ok), twice") {
+    g.adjust(pressure::ok, 10);
+    g.adjust(pressure::ok, 10);
+  }
+  // Two of the four get in; the other two are let in by two note_done calls.
+  for (int seen = admitted.load(); seen < 2; seen = admitted.load()) std::this_thread::yield();
+  CHECK(g.in_flight() == 3);
+  CHECK_FALSE(g.has_capacity());
+  g.note_done();
+  g.note_done();
+  for (auto& t : waiters) t.join();
+  CHECK(admitted.load() == 4);
+  CHECK(g.in_flight() == 3);
+}
+
+TEST_CASE_TEMPLATE("a timed wait that gives up counts nothing", G, GATES) {
+  G g{2};
+  REQUIRE(g.try_admit());
+  REQUIRE(g.try_admit());
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(g.try_admit_for(20ms));
+  CHECK(std::chrono::steady_clock::now() - start >= 20ms);
+  CHECK_FALSE(g.try_admit_until(std::chrono::steady_clock::now() + 10ms));
+  CHECK_FALSE(g.try_admit_until(std::chrono::system_clock::now() + 10ms));  // another clock
+  CHECK_FALSE(g.try_admit_for(0ms));
+  CHECK_FALSE(g.try_admit_for(-5s));
+  CHECK_FALSE(g.try_admit_for(std::chrono::duration<double>(std::nan(""))));
+  CHECK_FALSE(g.try_admit_until(std::chrono::steady_clock::time_point::min()));
+  CHECK(g.in_flight() == 2);
+  g.note_done();
+  // With room, every form admits at once, whatever its timeout, even the largest.
+  CHECK(g.try_admit_for(std::chrono::nanoseconds::max()));
+  g.note_done();
+  CHECK(g.try_admit_for(std::chrono::hours::max()));
+  g.note_done();
+  CHECK(g.try_admit_until(std::chrono::system_clock::time_point::max()));
+  g.note_done();
+  CHECK(g.try_admit_for(0ms));
+  CHECK(g.in_flight() == 2);
+}
+
+TEST_CASE_TEMPLATE("waiting permits", G, GATES) {
+  G g{1};
+  {
+    sluice::permit<G> held{g, sluice::until_admitted};
+    CHECK(held);
+    CHECK(g.in_flight() == 1);
+    sluice::permit<G> refused{g, 1ms};
+    CHECK_FALSE(refused);
+    sluice::permit<G> late{g, std::chrono::steady_clock::now() + 1ms};
+    CHECK_FALSE(late);
+    CHECK(g.in_flight() == 1);
+  }
+  CHECK(g.in_flight() == 0);
+  sluice::permit<G> timed{g, long_enough};
+  CHECK(timed);
+}
+
+TEST_CASE_TEMPLATE("many waiters under a small cap never pass it", G, GATES) {
+  constexpr int threads = 8, rounds = 2000;
+  constexpr std::int64_t cap = 2;
+  G g{cap};
+  std::atomic<int> held{0}, most{0}, gave_up{0};
+  sluice_test::run_threads(threads, [&](std::size_t t) {
+    for (int i = 0; i < rounds; ++i) {
+      const bool in = t % 2 == 0 ? (g.admit(), true) : g.try_admit_for(long_enough);
+      if (!in) {
+        gave_up.fetch_add(1);
+        continue;
+      }
+      const int now = held.fetch_add(1) + 1;
+      for (int seen = most.load(); seen < now && !most.compare_exchange_weak(seen, now);) {
+      }
+      std::this_thread::yield();  // hold it a moment, so that others must wait
+      held.fetch_sub(1);
+      g.note_done();
+    }
+  });
+  CHECK(most.load() <= cap);
+  CHECK(most.load() >= 1);
+  CHECK(gave_up.load() == 0);
+  CHECK(g.in_flight() == 0);
+}
+
+TEST_CASE_TEMPLATE("two threads hand one admission back and forth, losing no wake-up", G, GATES) {
+  // Cap 1: each round, a thread waits for the admission the other holds. A lost wake-up would
+  // leave a waiter asleep with room free: its wait would give up, and the test fail.
+  constexpr int rounds = 20000;
+  G g{1};
+  std::atomic<int> turn{0}, gave_up{0};
+  sluice_test::run_threads(2, [&](std::size_t me) {
+    for (int i = 0; i < rounds; ++i) {
+      if (!g.try_admit_for(long_enough)) {
+        gave_up.fetch_add(1);
+        return;
+      }
+      turn.fetch_add(1);
+      if ((i + me) % 3 != 0) std::this_thread::yield();  // hold it a moment: the other must wait
+      g.note_done();
+    }
+  });
+  CHECK(gave_up.load() == 0);
+  CHECK(turn.load() == 2 * rounds);
+  CHECK(g.in_flight() == 0);
+}
+
+TEST_CASE_TEMPLATE("waiters while a pressure loop moves the cap", G, GATES) {
+  constexpr std::int64_t max_cap = 4;
+  G g{1};
+  std::atomic<bool> done{false};
+  std::atomic<int> held{0}, most{0}, finished{0}, gave_up{0};
+  std::thread pressure_loop([&] {
+    unsigned step = 0;
+    while (!done.load()) {
+      g.adjust(step % 3 == 0 ? pressure::soft : step % 7 == 0 ? pressure::hard : pressure::ok, max_cap);
+      ++step;
+      std::this_thread::yield();
+    }
+  });
+  sluice_test::run_threads(6, [&](std::size_t) {
+    for (int i = 0; i < 1000; ++i) {
+      if (!g.try_admit_for(long_enough)) {
+        gave_up.fetch_add(1);
+        break;
+      }
+      const int now = held.fetch_add(1) + 1;
+      for (int seen = most.load(); seen < now && !most.compare_exchange_weak(seen, now);) {
+      }
+      std::this_thread::yield();  // hold it a moment, so that others must wait
+      held.fetch_sub(1);
+      g.note_done();
+    }
+    finished.fetch_add(1);
+  });
+  done.store(true);
+  pressure_loop.join();
+  CHECK(gave_up.load() == 0);
+  CHECK(finished.load() == 6);
+  CHECK(most.load() <= max_cap);
+  CHECK(g.in_flight() == 0);
+}
