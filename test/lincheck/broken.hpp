@@ -3,6 +3,7 @@
 // threads hands the processor to another worker right inside the window.
 #pragma once
 
+#include <chrono>
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -34,6 +35,24 @@ class racy_admit_gate : public sluice::gate {
   bool try_admit() noexcept {
     if (!has_capacity()) return false;
     std::this_thread::yield();
+    note_submitted();
+    return true;
+  }
+};
+
+// A waiting admission that, once woken, counts itself in without checking again: a wake-up
+// for one free place lets every waiter through.
+class unchecked_wake_gate : public sluice::gate {
+ public:
+  using sluice::gate::gate;
+  template <class Rep, class Period>
+  bool try_admit_for(const std::chrono::duration<Rep, Period>& timeout) {
+    if (try_admit()) return true;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!has_capacity()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::yield();
+    }
     note_submitted();
     return true;
   }

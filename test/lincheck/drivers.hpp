@@ -211,7 +211,7 @@ using gate_mix = std::function<gate_call(std::mt19937_64&)>;
 // has_capacity come up, and set_cap and adjust meet their clamps.
 inline gate_call any_gate_call(std::mt19937_64& rng) {
   static constexpr gate_op ops[] = {
-      gate_op::try_admit, gate_op::try_admit, gate_op::try_admit, gate_op::note_done, gate_op::note_done,
+      gate_op::try_admit, gate_op::try_admit, gate_op::admit_for, gate_op::admit_for, gate_op::note_done, gate_op::note_done,
       gate_op::note_done, gate_op::note_submitted, gate_op::note_submitted, gate_op::has_capacity,
       gate_op::has_capacity, gate_op::in_flight, gate_op::in_flight, gate_op::cap, gate_op::cap,
       gate_op::set_cap, gate_op::adjust, gate_op::adjust, gate_op::adjust};

@@ -49,3 +49,12 @@ TEST_CASE("lincheck: a gate whose try_admit checks then increments is caught") {
     return gate_call{.op = gate_op::in_flight};
   });
 }
+
+TEST_CASE("lincheck: a waiting gate that lets a woken waiter in without checking is caught") {
+  expect_caught<lincheck::broken::unchecked_wake_gate>([](std::mt19937_64& rng) {
+    const auto r = rng() % 10;
+    if (r < 6) return gate_call{.op = gate_op::admit_for};
+    if (r < 8) return gate_call{.op = gate_op::note_done};
+    return gate_call{.op = gate_op::in_flight};
+  });
+}

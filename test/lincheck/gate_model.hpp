@@ -2,6 +2,7 @@
 // written from the contract in sluice/gate.hpp (not from lib/gate.cpp, which it checks).
 #pragma once
 
+#include <chrono>
 #include <algorithm>
 #include <cstdint>
 #include <span>
@@ -13,9 +14,15 @@
 
 namespace lincheck {
 
+// admit_for is try_admit_for with a short timeout (wait_timeout): a waiting call, which may sleep
+// until another worker makes room. Sequentially it is try_admit: true and counted when there is
+// room at its linearization point, false and nothing counted when it gave up (the room a wait
+// finds is taken by the same CAS as try_admit's).
 enum class gate_op : std::uint8_t {
-  note_submitted, note_done, try_admit, has_capacity, in_flight, cap, set_cap, adjust
+  note_submitted, note_done, try_admit, admit_for, has_capacity, in_flight, cap, set_cap, adjust
 };
+
+inline constexpr std::chrono::microseconds wait_timeout{300};
 
 struct gate_call {
   gate_op op = gate_op::in_flight;
@@ -31,6 +38,7 @@ void perform(Gate& g, gate_call& c) {
     case gate_op::note_submitted: g.note_submitted(); break;
     case gate_op::note_done: g.note_done(); break;
     case gate_op::try_admit: c.answer = g.try_admit(); break;
+    case gate_op::admit_for: c.answer = g.try_admit_for(wait_timeout); break;
     case gate_op::has_capacity: c.answer = g.has_capacity(); break;
     case gate_op::in_flight: c.answer = g.in_flight(); break;
     case gate_op::cap: c.answer = g.cap(); break;
@@ -53,6 +61,7 @@ class gate_model final : public model {
       case gate_op::note_submitted: count = std::min(count + 1, sluice::gate_limit); break;  // saturates
       case gate_op::note_done: count = std::max<std::int64_t>(count - 1, 0); break;       // the floor
       case gate_op::try_admit:
+      case gate_op::admit_for:
         if (c.answer != (count < cap)) return;
         count += c.answer;
         break;
@@ -82,6 +91,7 @@ class gate_model final : public model {
       case gate_op::note_submitted: return "note_submitted()";
       case gate_op::note_done: return "note_done()";
       case gate_op::try_admit: return std::string("try_admit() -> ") + (c.answer ? "true" : "false");
+      case gate_op::admit_for: return std::string("try_admit_for(300us) -> ") + (c.answer ? "true" : "false");
       case gate_op::has_capacity: return std::string("has_capacity() -> ") + (c.answer ? "true" : "false");
       case gate_op::in_flight: return "in_flight() -> " + n;
       case gate_op::cap: return "cap() -> " + n;
