@@ -22,11 +22,12 @@ inline std::vector<int> thread_counts() {
 }
 
 // Which of the thread counts a benchmark runs at: a workload that pairs threads up (a producer
-// and its consumer) needs at least two, and an even number.
+// and its consumer) needs at least two, and an even number; a ping-pong exactly two.
 struct which_counts {
   int min_threads = 1;
   bool even_only = false;
-  bool accepts(int n) const { return n >= min_threads && (!even_only || n % 2 == 0); }
+  int max_threads = 1 << 30;
+  bool accepts(int n) const { return n >= min_threads && n <= max_threads && (!even_only || n % 2 == 0); }
 };
 
 // Registers fn as `family/variant` at every thread count that `which` accepts (nothing at all

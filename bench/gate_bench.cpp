@@ -3,6 +3,10 @@
 //
 // gate.note_pair:  note_submitted + note_done   (the bare pair's shape)
 // gate.admit_pair: try_admit + note_done        (the semaphore's shape)
+// gate.pingpong:   two threads, two gates of cap one, each held by the other thread: a thread
+//                  admits on its gate (waiting for the other's note_done there) and gives the
+//                  other's back, so every admission is a hand-off, and an iteration is two of
+//                  them, one each way (std::binary_semaphore: the classic two-semaphore ping-pong)
 #include <atomic>
 #include <cstdint>
 #include <semaphore>
@@ -55,8 +59,38 @@ std::counting_semaphore<roomy_cap> semaphore{roomy_cap};
 
 void semaphore_pair(benchmark::State& state) {
   for (auto _ : state) {
-    benchmark::DoNotOptimize(semaphore.try_acquire());
-    semaphore.release();
+    const bool got = semaphore.try_acquire();
+    benchmark::DoNotOptimize(got);
+    if (got) semaphore.release();  // as the gate's pair gives back only what it was given
+  }
+}
+
+template <class Gate>
+void pingpong(benchmark::State& state) {
+  static Gate gates[2]{Gate{1}, Gate{1}};
+  if (state.thread_index() == 0) {  // both places held: each thread waits for the other's
+    (void)gates[0].try_admit();
+    (void)gates[1].try_admit();
+  }
+  Gate& mine = gates[state.thread_index()];
+  Gate& theirs = gates[1 - state.thread_index()];
+  if (state.thread_index() == 0) theirs.note_done();  // serve first
+  for (auto _ : state) {
+    mine.admit();
+    theirs.note_done();
+  }
+  if (state.thread_index() == 0) mine.note_done();  // whatever is left, for the next run
+}
+
+std::binary_semaphore pings[2]{std::binary_semaphore{0}, std::binary_semaphore{0}};
+
+void semaphore_pingpong(benchmark::State& state) {
+  std::binary_semaphore& mine = pings[state.thread_index()];
+  std::binary_semaphore& theirs = pings[1 - state.thread_index()];
+  if (state.thread_index() == 0) theirs.release();
+  for (auto _ : state) {
+    mine.acquire();
+    theirs.release();
   }
 }
 
@@ -68,6 +102,10 @@ void register_all() {
   add("gate.admit_pair", "gate", admit_pair<sluice::gate>);
   add("gate.admit_pair", "mutex_gate", admit_pair<sluice::mutex_gate>);
   add("gate.admit_pair", "counting_semaphore", semaphore_pair);
+  const sluice_bench::which_counts two{.min_threads = 2, .max_threads = 2};
+  add("gate.pingpong", "gate", pingpong<sluice::gate>, two);
+  add("gate.pingpong", "mutex_gate", pingpong<sluice::mutex_gate>, two);
+  add("gate.pingpong", "counting_semaphore", semaphore_pingpong, two);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <thread>
 
 #include "parking.hpp"
 
@@ -91,7 +92,28 @@ void gate::admit() {
   if (!try_admit()) wait_admit(std::chrono::steady_clock::time_point::max());
 }
 
+namespace {
+void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+}  // namespace
+
 bool gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
+  // Room often comes within a few hundred nanoseconds (another thread's note_done), far sooner
+  // than a sleep and a wake-up in the kernel take: try a while first, as std::counting_semaphore
+  // does, pausing, then yielding the core.
+  for (int i = 0; i < 32; ++i) {
+    if (i < 16) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+    if (try_admit()) return true;
+  }
   detail::parking_spot& spot = detail::parking_for(this);
   std::unique_lock lock(spot.mutex);
   for (;;) {
