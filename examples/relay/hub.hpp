@@ -240,8 +240,7 @@ class hub {
   void admit() {
     if (!gate_.try_admit()) {
       admit_waits_.fetch_add(1, std::memory_order_relaxed);
-      std::unique_lock lk(gate_mu_);
-      gate_cv_.wait(lk, [&] { return gate_.try_admit(); });
+      gate_.admit();  // woken by give_back's note_done, or by the control loop raising the cap
     }
     detail::raise_to(peak_in_flight_, gate_.in_flight());
   }
@@ -256,9 +255,6 @@ class hub {
     held_.fetch_sub(static_cast<std::int64_t>(b.capacity()), std::memory_order_relaxed);
     pool_.retire(std::move(b));
     gate_.note_done();
-    // Taking the mutex orders this wake-up after a waiter's failed try_admit: none is lost.
-    { std::lock_guard lk(gate_mu_); }
-    gate_cv_.notify_one();
   }
 
   void control_loop() {
@@ -270,14 +266,9 @@ class hub {
                                  : held >= budget / 4 * 3 ? sluice::pressure::soft
                                                           : sluice::pressure::ok;
       ticks_[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
-      const std::int64_t before = gate_.cap();
       gate_.adjust(p, options_.max_in_flight);
       const std::int64_t after = gate_.cap();
       if (p != sluice::pressure::ok) detail::lower_to(min_cap_, after);
-      if (after > before) {
-        { std::lock_guard g(gate_mu_); }
-        gate_cv_.notify_all();
-      }
     }
   }
 
@@ -506,8 +497,6 @@ class hub {
   const std::size_t ceiling_;
   Pool pool_;  // declared before the mailboxes: parcels still queued retire into it
   sluice::gate gate_;
-  std::mutex gate_mu_;  // only for waiting on the gate; the gate itself takes no lock
-  std::condition_variable gate_cv_;
   std::vector<mailbox> mailboxes_;
 
   mutable std::mutex errors_mu_;  // guards errors_, rank_connected_, open_pumps_
