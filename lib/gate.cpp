@@ -44,13 +44,14 @@ constexpr std::int64_t count_of(std::uint64_t word) noexcept {
 //       write to the word is a read-modify-write, so it continues the sequence).
 //   (W) no lost wake-up. A waiter, holding its spot's mutex, sets the waiting bit with an RMW
 //       (W1), tries again, and only then sleeps on the spot, which releases the mutex. A call
-//       that may make room reads the bit in the RMW that makes the room (W2) and, when it is
-//       set, clears it and takes the spot's mutex before it wakes the spot (W3). The word's
-//       modification order puts W2 before W1 (then the waiter's try sees the room) or after it
-//       (then W2 reads the bit, and W3 can only get the mutex once the waiter sleeps, or has
-//       left). A waiter that sets the bit again after W3 cleared it is seen by the next W2.
-//       Keeping the bit through W2 (rather than clearing it there) spares the path where
-//       nobody waits one instruction.
+//       that may make room clears the bit in the RMW that makes the room (W2) and, when it was
+//       set, takes the spot's mutex and wakes the spot (W3). The word's modification order puts
+//       W2 before W1 (then the waiter's try sees the room) or after it (then W2 reads the bit,
+//       and W3 can only get the mutex once the waiter sleeps, or has left). Every sleeper on the
+//       spot wakes, and one that must wait again sets the bit again.
+//       Clearing the bit in W2 itself (not later, in W3) means that after W2 the call touches
+//       nothing of the gate, only the spot, which outlives every gate: the thread that W2 admits
+//       may destroy the gate at once, as with a semaphore that signals completion.
 // Everything else is relaxed: the word carries no data besides itself, and each RMW reads the
 // latest value in the word's modification order whatever its ordering. The spot's mutex orders
 // W3 against the waiter; the word needs nothing more for it.
@@ -72,10 +73,10 @@ void gate::note_done() noexcept {
   std::uint64_t word = word_.load(std::memory_order_relaxed);
   do {
     if (count_of(word) == 0) return;  // the floor: at zero it stays zero
-  } while (!word_.compare_exchange_weak(word, word - 1,
+  } while (!word_.compare_exchange_weak(word, (word - 1) & ~waiting_bit,
                                         std::memory_order_release,    // (1), (W2)
                                         std::memory_order_relaxed));
-  if ((word & waiting_bit) != 0) wake();  // (W3)
+  if ((word & waiting_bit) != 0) wake(this);  // (W3)
 }
 
 bool gate::try_admit() noexcept {
@@ -127,12 +128,10 @@ bool gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
   }
 }
 
-// (W3): clears the bit (relaxed: the spot's mutex orders what matters), then takes and lets go
-// of the mutex before the wake, so that a waiter between its W1 and its sleep is asleep (or
-// gone) by the time the wake comes.
-void gate::wake() noexcept {
-  word_.fetch_and(~waiting_bit, std::memory_order_relaxed);
-  detail::parking_spot& spot = detail::parking_for(this);
+// (W3), given the gate's address alone: the mutex is taken and let go before the wake, so that a
+// waiter between its W1 and its sleep is asleep (or gone) by the time the wake comes.
+void gate::wake(const gate* g) noexcept {
+  detail::parking_spot& spot = detail::parking_for(g);
   { std::lock_guard lock(spot.mutex); }
   spot.wake.notify_all();
 }
@@ -153,19 +152,19 @@ std::int64_t gate::cap() const noexcept {
 void gate::set_cap(std::int64_t cap) noexcept {
   const std::uint64_t cap_bits = pack(clamp_cap(cap), 0);
   std::uint64_t word = word_.load(std::memory_order_relaxed);
-  while (!word_.compare_exchange_weak(word, cap_bits | (word & (count_mask | waiting_bit)),  // (W2)
+  while (!word_.compare_exchange_weak(word, cap_bits | (word & count_mask),  // (W2)
                                       std::memory_order_relaxed)) {
   }
-  if ((word & waiting_bit) != 0) wake();  // (W3)
+  if ((word & waiting_bit) != 0) wake(this);  // (W3)
 }
 
 void gate::adjust(pressure p, std::int64_t max_cap) noexcept {
   std::uint64_t word = word_.load(std::memory_order_relaxed);
   while (!word_.compare_exchange_weak(
-      word, pack(next_cap(cap_of(word), p, max_cap), word & (count_mask | waiting_bit)),  // (W2)
+      word, pack(next_cap(cap_of(word), p, max_cap), word & count_mask),  // (W2)
       std::memory_order_relaxed)) {
   }
-  if ((word & waiting_bit) != 0) wake();  // (W3)
+  if ((word & waiting_bit) != 0) wake(this);  // (W3)
 }
 
 // ---- mutex_gate ------------------------------------------------------------------------------
@@ -177,11 +176,11 @@ void mutex_gate::note_submitted() noexcept {
   in_flight_ = std::min(in_flight_ + 1, gate_limit);
 }
 
-// After a change that may make room: wakes the waiters, if any, once the mutex is let go.
+// After a change that may make room: wakes the waiters, if any. Under the mutex, so that no
+// waiter can return, and destroy the gate, before the call is done with it.
 void mutex_gate::wake_if_waiting(std::unique_lock<std::mutex>& lock) noexcept {
-  const bool waiting = waiting_ > 0;
+  if (waiting_ > 0) room_.notify_all();
   lock.unlock();
-  if (waiting) room_.notify_all();
 }
 
 void mutex_gate::note_done() noexcept {

@@ -9,15 +9,18 @@
 //   call              guarantee                                                progress
 //   ----------------  -------------------------------------------------------  -----------
 //   note_submitted()  in_flight + 1, even past the cap; never refuses          lock-free
-//   note_done()       in_flight - 1, but never below zero                      lock-free
+//   note_done()       in_flight - 1, but never below zero                      lock-free*
 //   try_admit()       if in_flight < cap: in_flight + 1 and true, in one step  lock-free
 //   admit()           waits until in_flight < cap, then in_flight + 1, in one  blocking
 //                     step, exactly as a try_admit that succeeds
 //   try_admit_for(d)  admit(), giving up after d: false, and nothing counted   blocking
 //   try_admit_until(t)  admit(), giving up at t: false, and nothing counted     blocking
 //   has_capacity()    in_flight < cap, both read from one atomic load          wait-free
-//   set_cap(c)        cap = clamp(c, 1, gate_limit); in_flight untouched        lock-free
-//   adjust(p, max)    ok: min(cap + 1, max); soft/hard: cap - 1; never below 1  lock-free
+//   set_cap(c)        cap = clamp(c, 1, gate_limit); in_flight untouched        lock-free*
+//   adjust(p, max)    ok: min(cap + 1, max); soft/hard: cap - 1; never below 1  lock-free*
+//
+//   * when no thread waits; a call that finds waiters then takes their parking spot's mutex
+//     for a moment to wake them (WAITING below).
 //
 // adjust(ok, max) with the cap already above max drops it to max at once (100 -> 64 for max 64);
 // soft and hard ignore max. Both twins share the rule.
@@ -33,8 +36,8 @@
 // passes the cap, so it reaches gate_limit only under a cap of gate_limit.
 //
 // PROGRESS. note_submitted, note_done, try_admit, set_cap and adjust are one CAS on the word,
-// retried only when another call changed it in between: lock-free, never blocking. The readers
-// are one load: wait-free.
+// retried only when another call changed it in between: lock-free, and never blocking unless a
+// thread waits (see WAITING). The readers are one load: wait-free.
 //
 // WAITING. admit(), try_admit_for() and try_admit_until() first try as try_admit does; only a
 // thread that finds no room waits, in the kernel, on a condition variable (for gate: one of a
@@ -43,8 +46,10 @@
 // again, so raising the cap by k lets up to k of them in, and no wake-up is lost: a waiter
 // marks the word before its last try, and a call that finds the mark wakes the spot under its
 // mutex. When no thread waits, no call looks at a spot: the mark is one bit of the word that
-// note_done, set_cap and adjust test in the value their CAS already read. Those three then take
-// the spot's mutex for a moment, once per wait; nothing else ever blocks. A timed wait that
+// note_done, set_cap and adjust clear and test in the CAS they make anyway. When it was set,
+// they take the spot's mutex for a moment (once per wait): the only time they block. After
+// that CAS they touch nothing of the gate, so the thread their change admits may destroy the
+// gate at once (a gate used to signal completion); the same holds for mutex_gate. A timed wait that
 // gives up counts nothing. A timeout of zero or less (or NaN) tries once; try_admit_for cuts its
 // timeout at a hundred years, and try_admit_until waits for any deadline of any clock, a
 // hundred years of the steady clock at a time.
@@ -136,7 +141,7 @@ class gate {
   friend bool detail::admit_by(G&, const std::chrono::time_point<C, D>&);
   // Waits for room until the deadline; true once admitted, false when the deadline passed.
   bool wait_admit(std::chrono::steady_clock::time_point deadline);
-  void wake() noexcept;
+  static void wake(const gate* g) noexcept;  // touches only g's parking spot, never *g
 
   // Invariant: bits 0-30 hold in_flight, bits 32-62 hold cap, both at most gate_limit; bit 31
   // marks that a thread may be waiting.
