@@ -1,53 +1,49 @@
-#include "pool/fork.hpp"
-
 #include <pthread.h>
 
 #include <mutex>
 
+#include "pool/fork.hpp"
+
 namespace sluice::detail {
 
+// No function-local static here: a fork while another thread is inside a static's first
+// initialisation would leave the child that static's guard "in progress" for good. The list and
+// its mutex are constant-initialised, and the handlers are installed through pthread_once,
+// which glibc lets a forked child run again if the fork interrupted it.
 struct fork_registry {
-  std::mutex mutex;  // guards the list; held from prepare to parent/child
-  fork_aware* head = nullptr;
+  static constinit inline std::mutex mutex{};  // guards the list; held from prepare to parent/child
+  static constinit inline fork_aware* head = nullptr;
+  static inline pthread_once_t handlers = PTHREAD_ONCE_INIT;
 
-  fork_registry() noexcept { pthread_atfork(&prepare, &parent, &child); }
-
-  static fork_registry& get() noexcept {
-    static fork_registry r;  // made at the first registration, before any fork can concern it
-    return r;
-  }
+  static void install() noexcept { pthread_atfork(&prepare, &parent, &child); }
 
   static void prepare() noexcept {
-    fork_registry& r = get();
-    r.mutex.lock();
-    for (fork_aware* o = r.head; o != nullptr; o = o->next_) o->lock_for_fork();
+    mutex.lock();
+    for (fork_aware* o = head; o != nullptr; o = o->next_) o->lock_for_fork();
   }
   static void parent() noexcept {
-    fork_registry& r = get();
-    for (fork_aware* o = r.head; o != nullptr; o = o->next_) o->unlock_in_parent();
-    r.mutex.unlock();
+    for (fork_aware* o = head; o != nullptr; o = o->next_) o->unlock_in_parent();
+    mutex.unlock();
   }
   static void child() noexcept {
-    fork_registry& r = get();
-    for (fork_aware* o = r.head; o != nullptr; o = o->next_) o->unlock_in_child();
-    r.mutex.unlock();
+    for (fork_aware* o = head; o != nullptr; o = o->next_) o->unlock_in_child();
+    mutex.unlock();
   }
 };
 
 void fork_aware::join() noexcept {
-  fork_registry& r = fork_registry::get();
-  std::lock_guard lock(r.mutex);
-  next_ = r.head;
-  if (r.head != nullptr) r.head->prev_ = this;
-  r.head = this;
+  pthread_once(&fork_registry::handlers, &fork_registry::install);
+  std::lock_guard lock(fork_registry::mutex);
+  next_ = fork_registry::head;
+  if (next_ != nullptr) next_->prev_ = this;
+  fork_registry::head = this;
   listed_ = true;
 }
 
 void fork_aware::leave() noexcept {
   if (!listed_) return;
-  fork_registry& r = fork_registry::get();
-  std::lock_guard lock(r.mutex);
-  (prev_ != nullptr ? prev_->next_ : r.head) = next_;
+  std::lock_guard lock(fork_registry::mutex);
+  (prev_ != nullptr ? prev_->next_ : fork_registry::head) = next_;
   if (next_ != nullptr) next_->prev_ = prev_;
   listed_ = false;
 }

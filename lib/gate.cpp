@@ -111,7 +111,8 @@ bool gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
     if (i < 16) {
       cpu_relax();
     } else {
-      std::this_thread::yield();
+      std::this_thread::yield();  // may be long on a busy machine: mind the deadline
+      if (std::chrono::steady_clock::now() >= deadline) return try_admit();
     }
     if (try_admit()) return true;
   }

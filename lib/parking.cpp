@@ -5,6 +5,8 @@
 #include <functional>
 #include <new>
 
+#include <pthread.h>
+
 #include "pool/fork.hpp"
 
 namespace sluice::detail {
@@ -41,13 +43,21 @@ class parking_lot final : public fork_aware {
   std::array<parking_spot, size> spots_;
 };
 
+// The table lives in static storage (no allocation that could fail) and is never destroyed: a
+// thread may still wait while the process exits. It is made at the first wait through
+// pthread_once, not as a function-local static: a fork while another thread makes it would
+// leave the child a static's guard "in progress" for good, while glibc lets a child run an
+// interrupted pthread_once again.
+alignas(parking_lot) unsigned char lot_storage[sizeof(parking_lot)];
+parking_lot* lot = nullptr;  // written once, inside lot_once
+pthread_once_t lot_once = PTHREAD_ONCE_INIT;
+
+void make_lot() noexcept { lot = new (lot_storage) parking_lot; }
+
 }  // namespace
 
 parking_spot& parking_for(const void* key) noexcept {
-  // Made at the first wait, in static storage (no allocation that could fail), and never
-  // destroyed: a thread may still wait while the process exits.
-  alignas(parking_lot) static unsigned char storage[sizeof(parking_lot)];
-  static parking_lot* const lot = new (storage) parking_lot;
+  pthread_once(&lot_once, &make_lot);  // orders the read of `lot` after its write
   return lot->spot(key);
 }
 

@@ -241,3 +241,35 @@ TEST_CASE_TEMPLATE("the thread that a note_done admits may destroy the gate at o
     CHECK(admitted.load() == 2);
   }
 }
+
+TEST_CASE_TEMPLATE("deadlines of any unit and date wait for room; a NaN deadline tries once", G, GATES) {
+  // Far deadlines in coarse units (hours, days) overflow if converted to nanoseconds: they must
+  // wait like any other, and a NaN deadline must give up at once, not loop.
+  using namespace std::chrono;
+  G g{1};
+  REQUIRE(g.try_admit());
+  const auto admitted_by = [&](auto deadline) {
+    bool admitted = false;
+    std::thread waiter([&] { admitted = g.try_admit_until(deadline); });
+    let_it_sleep();
+    g.note_done();  // room, whenever the waiter looks
+    waiter.join();
+    if (admitted) REQUIRE(g.try_admit() == false);  // its admission holds the one place
+    if (!admitted) REQUIRE(g.try_admit());          // the place is still free: take it back
+    return admitted;
+  };
+  CHECK(admitted_by(time_point<system_clock, hours>::max()));
+  CHECK(admitted_by(time_point<steady_clock, hours>::max()));
+  CHECK(admitted_by(sys_days::max()));
+  CHECK(admitted_by(sys_days{year{2300} / 1 / 1}));
+  CHECK(admitted_by(time_point<system_clock, duration<double>>(duration<double>(1e300))));
+  g.note_done();
+  {
+    sluice::permit<G> far{g, time_point<system_clock, seconds>::max()};  // room: admitted at once
+    CHECK(far);
+  }
+  REQUIRE(g.try_admit());
+  const auto nan_deadline = time_point<system_clock, duration<double>>(duration<double>(std::nan("")));
+  CHECK_FALSE(g.try_admit_until(nan_deadline));  // the gate is full: one try, then false
+  CHECK(g.in_flight() == 1);
+}

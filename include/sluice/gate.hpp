@@ -50,13 +50,16 @@
 // they take the spot's mutex for a moment (once per wait): the only time they block. After
 // that CAS they touch nothing of the gate, so the thread their change admits may destroy the
 // gate at once (a gate used to signal completion); the same holds for mutex_gate. A timed wait that
-// gives up counts nothing. A timeout of zero or less (or NaN) tries once; try_admit_for cuts its
-// timeout at a hundred years, and try_admit_until waits for any deadline of any clock, a
-// hundred years of the steady clock at a time.
+// gives up counts nothing; it gives up at its deadline or a little after (the scheduler's
+// delay). A timeout of zero or less, or a deadline already past, tries once, as does a NaN one;
+// try_admit_for cuts its timeout at a hundred years, and try_admit_until waits for any deadline
+// of any clock, in any unit, a hundred years of the steady clock at a time.
 //
 // FORK. A gate is one atomic word, and its parking spots are held across fork() (through
 // pthread_atfork): a forked child may use it whatever the parent's other threads were doing
-// (their waits are gone with them). mutex_gate, like any object over a std::mutex, may not be:
+// (their waits are gone with them). So, while a fork is being prepared, a note_done, set_cap or
+// adjust that must wake waiters waits for the fork: do not call them holding a lock that a
+// pthread_atfork prepare handler registered before sluice's (which runs after sluice's) takes. mutex_gate, like any object over a std::mutex, may not be:
 // a child must not use a mutex_gate that another thread of the parent could have been calling
 // at the fork.
 //
@@ -100,13 +103,16 @@ std::chrono::steady_clock::time_point deadline_after(const std::chrono::duration
 }
 
 // try_admit_until for both gates: tries, and while there is no room and time is left, waits on
-// the steady clock, checking the caller's clock after each wait.
+// the steady clock, checking the caller's clock after each wait. The time left is reckoned in
+// floating-point seconds, so that no deadline, however coarse its unit or far its date,
+// overflows a conversion; a NaN deadline has no time left.
 template <class Gate, class Clock, class Duration>
 bool admit_by(Gate& g, const std::chrono::time_point<Clock, Duration>& deadline) {
+  using seconds = std::chrono::duration<long double>;
   while (!g.try_admit()) {
-    const auto now = Clock::now();
-    if (now >= deadline) return false;
-    if (g.wait_admit(deadline_after(deadline - now))) return true;
+    const seconds left = seconds(deadline.time_since_epoch()) - seconds(Clock::now().time_since_epoch());
+    if (!(left > seconds::zero())) return false;
+    if (g.wait_admit(deadline_after(left))) return true;
   }
   return true;
 }
