@@ -116,9 +116,23 @@ bool admit_by(Gate& g, const std::chrono::time_point<Clock, Duration>& deadline)
   }
   return true;
 }
+// The timed waits, written once for both gates (admit_by needs Gate::wait_admit, which each
+// gate lets admit_by call).
+template <class Gate>
+class timed_admissions {
+ public:
+  template <class Rep, class Period>
+  [[nodiscard]] bool try_admit_for(const std::chrono::duration<Rep, Period>& timeout) {
+    return admit_by(static_cast<Gate&>(*this), deadline_after(timeout));
+  }
+  template <class Clock, class Duration>
+  [[nodiscard]] bool try_admit_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    return admit_by(static_cast<Gate&>(*this), deadline);
+  }
+};
 }  // namespace detail
 
-class gate {
+class gate : public detail::timed_admissions<gate> {
  public:
   explicit gate(std::int64_t cap) noexcept;
   gate(const gate&) = delete;
@@ -128,14 +142,8 @@ class gate {
   void note_done() noexcept;
   [[nodiscard]] bool try_admit() noexcept;
   void admit();
-  template <class Rep, class Period>
-  [[nodiscard]] bool try_admit_for(const std::chrono::duration<Rep, Period>& timeout) {
-    return detail::admit_by(*this, detail::deadline_after(timeout));
-  }
-  template <class Clock, class Duration>
-  [[nodiscard]] bool try_admit_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    return detail::admit_by(*this, deadline);
-  }
+  using detail::timed_admissions<gate>::try_admit_for;    // see WAITING
+  using detail::timed_admissions<gate>::try_admit_until;
   [[nodiscard]] bool has_capacity() const noexcept;
   [[nodiscard]] std::int64_t in_flight() const noexcept;
   [[nodiscard]] std::int64_t cap() const noexcept;
@@ -154,7 +162,7 @@ class gate {
   detail::atomic<std::uint64_t> word_;
 };
 
-class mutex_gate {
+class mutex_gate : public detail::timed_admissions<mutex_gate> {
  public:
   explicit mutex_gate(std::int64_t cap) noexcept;
   mutex_gate(const mutex_gate&) = delete;
@@ -164,14 +172,8 @@ class mutex_gate {
   void note_done() noexcept;
   [[nodiscard]] bool try_admit() noexcept;
   void admit();
-  template <class Rep, class Period>
-  [[nodiscard]] bool try_admit_for(const std::chrono::duration<Rep, Period>& timeout) {
-    return detail::admit_by(*this, detail::deadline_after(timeout));
-  }
-  template <class Clock, class Duration>
-  [[nodiscard]] bool try_admit_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    return detail::admit_by(*this, deadline);
-  }
+  using detail::timed_admissions<mutex_gate>::try_admit_for;    // see WAITING
+  using detail::timed_admissions<mutex_gate>::try_admit_until;
   [[nodiscard]] bool has_capacity() const noexcept;
   [[nodiscard]] std::int64_t in_flight() const noexcept;
   [[nodiscard]] std::int64_t cap() const noexcept;
