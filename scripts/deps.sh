@@ -4,7 +4,7 @@
 #   scripts/deps.sh bench   that, plus the allocators and plotting the benchmark compares with
 set -euo pipefail
 
-packages=(g++ clang libclang-rt-14-dev meson ninja-build pkg-config cmake python3
+packages=(g++ clang libclang-rt-14-dev meson ninja-build pkg-config cmake python3 git
           libboost-dev doctest-dev libbenchmark-dev)
 if [[ ${1:-test} == bench ]]; then
   packages+=(libmimalloc-dev libjemalloc-dev libtbb-dev python3-matplotlib)

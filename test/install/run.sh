@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Every way into sluice, as the README describes them, built and run: sluice is installed into
+# scratch prefixes (shared and static), then the README's quickstart program is built by a
+# project that finds it through pkg-config, one through CMake's find_package(sluice), one
+# through Meson's dependency('sluice') with no fallback, and one that takes sluice as a
+# subproject through the README's wrap file, pointed at a local git repository.
+# Usage: run.sh SLUICE_SOURCE_ROOT MESON
+set -euo pipefail
+root=$1 meson=$2
+here=$root/test/install
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+unset CXXFLAGS LDFLAGS
+
+step() { echo "== $*"; }
+quiet() { "$@" >"$work/log" 2>&1 || { cat "$work/log"; echo "failed: $*"; exit 1; }; }
+
+python3 "$here/extract.py" "$root/README.md" quickstart >"$work/quickstart.cpp"
+python3 "$here/extract.py" "$root/README.md" wrap >"$work/sluice.wrap"
+
+for kind in shared static; do
+  prefix=$work/prefix-$kind
+  step "install ($kind) into a scratch prefix"
+  quiet "$meson" setup "$work/build-$kind" "$root" --prefix="$prefix" --buildtype=release \
+    -Ddefault_library="$kind" -Dtests=false -Dbenchmarks=false
+  quiet "$meson" install -C "$work/build-$kind"
+  pcdir=$(dirname "$(find "$prefix" -name sluice.pc)")
+  libdir=$(dirname "$pcdir")
+  export PKG_CONFIG_PATH=$pcdir LD_LIBRARY_PATH=$libdir
+
+  step "pkg-config ($kind)"
+  static=(); [[ $kind == static ]] && static=(--static)
+  # shellcheck disable=SC2046
+  quiet c++ -std=c++20 "$work/quickstart.cpp" $(pkg-config --cflags --libs "${static[@]}" sluice) \
+    -o "$work/pkgconfig-$kind"
+  quiet "$work/pkgconfig-$kind"
+
+  step "CMake find_package(sluice) ($kind)"
+  mkdir -p "$work/cmake-$kind"
+  cp "$here/cmake/CMakeLists.txt" "$work/quickstart.cpp" "$work/cmake-$kind/"
+  quiet cmake -S "$work/cmake-$kind" -B "$work/cmake-$kind/build" -DCMAKE_PREFIX_PATH="$prefix"
+  quiet cmake --build "$work/cmake-$kind/build"
+  quiet "$work/cmake-$kind/build/quickstart"
+
+  step "Meson dependency('sluice'), no fallback ($kind)"
+  mkdir -p "$work/meson-$kind"
+  cp "$here/meson/meson.build" "$work/quickstart.cpp" "$work/meson-$kind/"
+  quiet "$meson" setup "$work/meson-$kind/build" "$work/meson-$kind"
+  quiet "$meson" compile -C "$work/meson-$kind/build"
+  quiet "$work/meson-$kind/build/quickstart"
+  unset PKG_CONFIG_PATH LD_LIBRARY_PATH
+done
+
+step "Meson subproject through the README's wrap file"
+repo=$work/sluice-repo
+mkdir -p "$repo"
+cp -r "$root/meson.build" "$root/meson_options.txt" "$root/LICENSE" "$root/include" "$root/lib" "$repo/"
+quiet git -C "$repo" init -q
+quiet git -C "$repo" add -A
+quiet git -C "$repo" -c user.name=test -c user.email=test@localhost commit -q -m sluice
+mkdir -p "$work/wrap/subprojects"
+cp "$here/wrap/meson.build" "$work/quickstart.cpp" "$work/wrap/"
+sed -e "s|^url = .*|url = file://$repo|" -e "s|^revision = .*|revision = HEAD|" "$work/sluice.wrap" \
+  >"$work/wrap/subprojects/sluice.wrap"
+quiet "$meson" setup "$work/wrap/build" "$work/wrap"
+grep -q 'Subproject sluice finished' "$work/log" || { cat "$work/log"; echo "sluice was not taken through the wrap"; exit 1; }
+quiet "$meson" compile -C "$work/wrap/build"
+quiet "$work/wrap/build/quickstart"
+echo "every way in works"
