@@ -21,9 +21,14 @@ for mode in plain tsan asan; do
     -Dbenchmarks=false -Db_sanitize="${sanitize[$mode]}" -Dcpp_args=-fno-sanitize-recover=undefined \
     >"$dir.setup.log" 2>&1 || { tail -20 "$dir.setup.log"; echo "$mode: configure failed"; status=1; continue; }
   ninja -C "$dir" >/dev/null || { ninja -C "$dir" | tail -30; echo "$mode: build failed"; status=1; continue; }
-  meson test -C "$dir" --print-errorlogs --num-processes 1 >"$dir.test.log" 2>&1 || status=1
-  grep -E '^ *[0-9]+/[0-9]+ ' "$dir.test.log"
-  [[ $status -eq 0 ]] || tail -60 "$dir.test.log"
+  if meson test -C "$dir" --print-errorlogs --num-processes 1 >"$dir.test.log" 2>&1; then
+    grep -E '^ *[0-9]+/[0-9]+ ' "$dir.test.log"
+  else
+    grep -E '^ *[0-9]+/[0-9]+ ' "$dir.test.log"
+    tail -60 "$dir.test.log"  # this mode's failure, and only this mode's
+    echo "$mode: tests failed (the whole log: $dir.test.log)"
+    status=1
+  fi
 done
 
 python3 scripts/count_tests.py build-test-plain build-test-tsan build-test-asan || status=1
