@@ -74,6 +74,10 @@
 // gives it back when it goes out of scope.
 #pragma once
 
+#if __cplusplus < 202002L
+#error "sluice needs C++20 (-std=c++20, or cpp_std=c++20 in Meson, or cxx_std_20 in CMake)"
+#endif
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
