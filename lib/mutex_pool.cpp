@@ -34,13 +34,18 @@ mutex_pool::mutex_pool(pool_options options) : state_(std::make_unique<state>(op
 
 mutex_pool::~mutex_pool() { trim(); }
 
-buffer mutex_pool::take(std::size_t size) {
+buffer mutex_pool::take(std::size_t size) { return take_from(size, /*exact=*/false); }
+buffer mutex_pool::take_exact(std::size_t size) { return take_from(size, /*exact=*/true); }
+
+// An exact take looks only at the class of size, and only at its own-size buffers.
+buffer mutex_pool::take_from(std::size_t size, bool exact) {
   std::lock_guard lock(state_->mutex);
   state& s = *state_;
   if (s.enabled && size <= s.classes.ceiling()) {
-    for (std::size_t c = s.classes.of(size); c < s.classes.count(); ++c) {
+    const std::size_t first = s.classes.of(size), end = exact ? first + 1 : s.classes.count();
+    for (std::size_t c = first; c < end; ++c) {
       if (s.shelves.empty(c)) continue;
-      if (const auto h = s.shelves.take(c, size)) {
+      if (const auto h = exact ? s.shelves.take(c, s.classes.size(c)) : s.shelves.take(c, size)) {
         ++s.stats.hits;
         --s.stats.retained;
         s.stats.retained_bytes -= h->capacity;
@@ -54,6 +59,11 @@ buffer mutex_pool::take(std::size_t size) {
 
 buffer mutex_pool::acquire(std::size_t size) {
   if (buffer b = take(size)) return b;
+  return buffer(size, state_->classes.fresh_capacity(size));
+}
+
+buffer mutex_pool::acquire_exact(std::size_t size) {
+  if (buffer b = take_from(size, /*exact=*/true)) return b;
   return buffer(size, state_->classes.fresh_capacity(size));
 }
 

@@ -622,14 +622,16 @@ void detach(thread_cache* tc) noexcept {
 
 // ---- take and retire in full, and their fast paths ----------------------------------------
 
-// The general take and retire: every rule, every kind of buffer and thread.
-[[gnu::noinline]] buffer take_general(core& c, std::size_t size) {
+// The general take and retire: every rule, every kind of buffer and thread. An exact take looks
+// only at the class of size, and only at its own-size buffers.
+[[gnu::noinline]] buffer take_general(core& c, std::size_t size, bool exact) {
   call k = begin(c);
   const auto& classes = c.classes;
   if (enabled_in(k.state) && size <= classes.ceiling()) {
-    for (std::size_t cls = classes.of(size); cls < classes.count(); ++cls) {
+    const std::size_t first = classes.of(size), end = exact ? first + 1 : classes.count();
+    for (std::size_t cls = first; cls < end; ++cls) {
       // Within a class, off-class buffers are the smaller: look at them first.
-      if (c.off_class_nonempty[cls].load(std::memory_order_relaxed)) {
+      if (!exact && c.off_class_nonempty[cls].load(std::memory_order_relaxed)) {
         if (const auto h = take_off_class(k, cls, size)) {
           k.rec().add(&counters::hits, 1);
           k.rec().add(&counters::bytes_out, h->capacity);
@@ -675,14 +677,14 @@ void detach(thread_cache* tc) noexcept {
   return current ? tc : nullptr;
 }
 
-[[gnu::always_inline]] inline buffer take_fast(core& c, std::size_t size) {
+[[gnu::always_inline]] inline buffer take_fast(core& c, std::size_t size, bool exact) {
   thread_cache* tc = current_cache(c);
   if (tc != nullptr && enabled_in(tc->seen_state) && size <= c.classes.ceiling()) {
     const std::size_t cls = c.classes.of(size);
     magazine* m = tc->magazines[cls].get();
     const std::uint32_t spare = tc->spare.load(std::memory_order_relaxed) + 1;
     if (m != nullptr && m->count > 0 && spare <= 2 * c.place_batch &&
-        !c.off_class_nonempty[cls].load(std::memory_order_relaxed)) {
+        (exact || !c.off_class_nonempty[cls].load(std::memory_order_relaxed))) {
       const std::size_t capacity = c.class_size[cls];
       tc->spare.store(spare, std::memory_order_relaxed);
       const recorder rec{&tc->counts, true};
@@ -692,7 +694,7 @@ void detach(thread_cache* tc) noexcept {
       return detail::buffer_access::make(held{m->items[--m->count], capacity}, size);
     }
   }
-  return take_general(c, size);
+  return take_general(c, size, exact);
 }
 
 // ---- fork -------------------------------------------------------------------------------------
@@ -817,10 +819,17 @@ pool::~pool() {
   if (last) delete &c;
 }
 
-buffer pool::take(std::size_t size) { return take_fast(*core_, size); }
+buffer pool::take(std::size_t size) { return take_fast(*core_, size, /*exact=*/false); }
 
 buffer pool::acquire(std::size_t size) {
-  if (buffer b = take_fast(*core_, size)) return b;
+  if (buffer b = take_fast(*core_, size, /*exact=*/false)) return b;
+  return buffer(size, core_->classes.fresh_capacity(size));
+}
+
+buffer pool::take_exact(std::size_t size) { return take_fast(*core_, size, /*exact=*/true); }
+
+buffer pool::acquire_exact(std::size_t size) {
+  if (buffer b = take_fast(*core_, size, /*exact=*/true)) return b;
   return buffer(size, core_->classes.fresh_capacity(size));
 }
 

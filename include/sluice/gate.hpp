@@ -79,6 +79,7 @@
 #endif
 
 #include <chrono>
+#include <concepts>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -196,6 +197,27 @@ class mutex_gate : public detail::timed_admissions<mutex_gate> {
   std::int64_t cap_;              // guarded by mutex_
   std::int64_t waiting_ = 0;      // threads in wait_admit; guarded by mutex_
 };
+
+// What the twins share, stated so that generic code can take either and the promise that their
+// interfaces are identical cannot drift.
+template <class G>
+concept admission_gate =
+    std::constructible_from<G, std::int64_t> && !std::copyable<G> && !std::movable<G> &&
+    requires(G& g, const G& cg, std::int64_t n, pressure p, std::chrono::milliseconds d,
+             std::chrono::steady_clock::time_point t) {
+      { g.note_submitted() } noexcept -> std::same_as<void>;
+      { g.note_done() } noexcept -> std::same_as<void>;
+      { g.try_admit() } noexcept -> std::same_as<bool>;
+      { g.admit() } -> std::same_as<void>;
+      { g.try_admit_for(d) } -> std::same_as<bool>;
+      { g.try_admit_until(t) } -> std::same_as<bool>;
+      { cg.has_capacity() } noexcept -> std::same_as<bool>;
+      { cg.in_flight() } noexcept -> std::same_as<std::int64_t>;
+      { cg.cap() } noexcept -> std::same_as<std::int64_t>;
+      { g.set_cap(n) } noexcept -> std::same_as<void>;
+      { g.adjust(p, n) } noexcept -> std::same_as<void>;
+    };
+static_assert(admission_gate<gate> && admission_gate<mutex_gate>);
 
 // The tag that makes a permit wait for its admission (admit()).
 struct until_admitted_t {

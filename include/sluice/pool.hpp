@@ -105,6 +105,7 @@
 // the baseline for benchmarks and the reference model for tests.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -112,6 +113,10 @@
 #include "sluice/buffer.hpp"
 
 namespace sluice {
+
+namespace detail {
+struct exact_class;  // below the pools
+}
 
 struct pool_options {                         // an aggregate: pool{{.bound = 64}} works
   std::size_t bound = 1024;                   // most buffers retained at once (0: keep none)
@@ -148,6 +153,10 @@ class pool {
   struct core;  // the shared state; defined in lib/pool/core.hpp
 
  private:
+  friend struct detail::exact_class;
+  [[nodiscard]] buffer take_exact(std::size_t size);
+  [[nodiscard]] buffer acquire_exact(std::size_t size);
+
   core* core_;  // owned: freed by ~pool, its control block outlives it while threads refer to it
 };
 
@@ -168,8 +177,42 @@ class mutex_pool {
   void trim() noexcept;
 
  private:
+  friend struct detail::exact_class;
+  [[nodiscard]] buffer take_exact(std::size_t size);
+  [[nodiscard]] buffer acquire_exact(std::size_t size);
+  [[nodiscard]] buffer take_from(std::size_t size, bool exact);
+
   struct state;
   std::unique_ptr<state> state_;
 };
+
+namespace detail {
+// What sluice::basic_pool_resource needs of a pool beyond its interface (not part of sluice's
+// API): take(size) and acquire(size) from size's own class only, answering a buffer whose
+// capacity is exactly that class's size, never one of a larger class or an off-class capacity.
+struct exact_class {
+  template <class Pool>
+  static buffer take(Pool& p, std::size_t size) { return p.take_exact(size); }
+  template <class Pool>
+  static buffer acquire(Pool& p, std::size_t size) { return p.acquire_exact(size); }
+};
+}  // namespace detail
+
+// What the twins share, stated so that generic code can take either and the promise that their
+// interfaces are identical cannot drift.
+template <class P>
+concept buffer_pool =
+    std::constructible_from<P, pool_options> && !std::copyable<P> && !std::movable<P> &&
+    requires(P& p, const P& cp, std::size_t n, buffer&& b, bool on) {
+      { p.take(n) } -> std::same_as<buffer>;
+      { p.acquire(n) } -> std::same_as<buffer>;
+      { p.retire(std::move(b)) } noexcept -> std::same_as<void>;
+      { p.set_enabled(on) } noexcept -> std::same_as<void>;
+      { cp.enabled() } noexcept -> std::same_as<bool>;
+      { cp.retained() } noexcept -> std::same_as<std::size_t>;
+      { cp.stats() } noexcept -> std::same_as<pool_stats>;
+      { p.trim() } noexcept -> std::same_as<void>;
+    };
+static_assert(buffer_pool<pool> && buffer_pool<mutex_pool>);
 
 }  // namespace sluice

@@ -4,3 +4,4 @@
 #include "sluice/buffer.hpp"
 #include "sluice/gate.hpp"
 #include "sluice/pool.hpp"
+#include "sluice/pool_resource.hpp"

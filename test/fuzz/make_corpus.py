@@ -107,6 +107,12 @@ def destroy_permit(i=0): return [202, i]
 def new_gate(v): return [203] + cap(v)
 
 
+# The resources (pool_resource and mutex_pool_resource over the same options), ops 176-191.
+def allocate(n, align=8): return [176] + size(n) + [align.bit_length() - 1]
+def deallocate(i=0): return [178, i]
+def resource_trim(): return [179]
+
+
 def seq(*parts):
     return bytes(b for p in parts for b in p)
 
@@ -151,6 +157,17 @@ SEEDS = {
                   retire_held(0), enable(True), retire_held(0), trim(), trim(), acquire(28),
                   rebuild(1, 1024), retire_held(0), drop(0), acquire(29), acquire(30),
                   retire_held(1), retire_held(0), stats()),
+    # The resources: pooled or upstream by size and alignment, each block back into its own
+    # class (a larger retained block never answers), every alignment up to 4096, a zero bound.
+    'resource': seq(header(64, 65536),
+                    allocate(1000), deallocate(0), allocate(100), allocate(1024, 1),
+                    allocate(97, 4), deallocate(0), deallocate(0), deallocate(0), allocate(112, 16),
+                    *[allocate(64, 2**k) for k in range(13)], *[deallocate(0) for _ in range(13)],
+                    allocate(0, 1), allocate(65536), allocate(65537), allocate(2**20, 32),
+                    deallocate(1), deallocate(0), resource_trim(), allocate(0, 1), deallocate(0),
+                    allocate(SIZE_MAX), allocate(PTRDIFF_MAX + 1, 4096),
+                    rebuild(0, 4096), allocate(16), deallocate(0), allocate(16), deallocate(0),
+                    rebuild(64, SIZE_MAX), allocate(SIZE_MAX, 1), allocate(2**20 + 1), deallocate(0)),
     # The gate's clamps and the packing's edges, and permits moved onto themselves.
     'gate_limits': seq(header(16, 4096, gate_cap=I64_MIN),
                        admit(), admit(), read(), set_cap(I64_MAX), read(),

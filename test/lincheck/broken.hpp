@@ -14,6 +14,7 @@
 #include "sluice/buffer.hpp"
 #include "sluice/gate.hpp"
 #include "sluice/pool.hpp"
+#include "pool_model.hpp"
 
 namespace lincheck::broken {
 
@@ -69,6 +70,7 @@ enum class fault {
   late_trim,
   trim_as_dropped,  // trim counts what it frees as dropped: the buffers are gone, the statistics wrong
   trim_misses_odd,  // trim leaves buffers whose capacity is not a power of two (as if it forgot a list)
+  inexact,          // an exact take (pool_resource's) answers as take does: a larger class too
 };
 
 // A pool over one mutex and a list, with the fault asked for; pool's interface as far as the
@@ -80,6 +82,23 @@ class toy_pool {
   sluice::buffer take(std::size_t n) {
     std::lock_guard lock(mutex_);
     sluice::buffer b = take_locked(n);
+    ++(b ? counts_.hits : counts_.misses);
+    return b;
+  }
+
+  // pool_resource's take (sluice::detail::exact_class): only n's own class size serves.
+  sluice::buffer take_exact(std::size_t n) {
+    if (fault_ == fault::inexact) return take(n);
+    std::lock_guard lock(mutex_);
+    sluice::buffer b;
+    if (n <= ceiling_) {
+      const std::size_t own = class_size(n, ceiling_);
+      const auto it = std::find_if(held_.begin(), held_.end(), [&](const auto& h) { return h.capacity() == own; });
+      if (it != held_.end()) {
+        b = std::move(*it);
+        held_.erase(it);
+      }
+    }
     ++(b ? counts_.hits : counts_.misses);
     return b;
   }

@@ -271,6 +271,7 @@ struct pool_step {
   pool_op op = pool_op::take;
   std::size_t size = 0;  // take: the request; retire: a fresh buffer's capacity
   bool fresh = true;     // retire: a new buffer, or one this thread took earlier (if it holds one)
+  bool exact = false;    // take: from size's own class only (sluice::detail::exact_class)
 };
 
 using pool_mix = std::function<pool_step(std::mt19937_64&)>;
@@ -282,6 +283,14 @@ inline pool_step any_pool_step(std::mt19937_64& rng) {
   s.size = s.op == pool_op::take ? take_sizes[rng() % std::size(take_sizes)]
                                  : retire_capacities[rng() % std::size(retire_capacities)];
   s.fresh = rng() % 2 == 0;
+  return s;
+}
+
+// any_pool_step's calls, half of its takes exact: pool_resource's allocate, which takes only
+// from the request's own class, beside the pool's own take.
+inline pool_step exact_pool_step(std::mt19937_64& rng) {
+  pool_step s = any_pool_step(rng);
+  s.exact = s.op == pool_op::take && rng() % 2 == 0;
   return s;
 }
 
@@ -353,11 +362,11 @@ pool_history record_pool_history(std::mt19937_64& rng, std::uint32_t threads, po
     taken.reserve(plans[i].size());
     auto next_id = static_cast<std::uint32_t>(4 + 8 * i);  // marks 4 to 35; 1 to 3 are the prefill's
     for (const pool_step& s : plans[i]) {
-      pool_call c{.op = s.op, .size = s.size};
+      pool_call c{.op = s.op, .size = s.size, .exact = s.exact};
       switch (s.op) {
         case pool_op::take:
           logs[i].run(c, [&](pool_call& k) {
-            if (sluice::buffer b = p->take(k.size)) {
+            if (sluice::buffer b = k.exact ? sluice::detail::exact_class::take(*p, k.size) : p->take(k.size)) {
               k.answer = b.capacity();
               k.answer_id = read_mark(b);
               taken.push_back(std::move(b));

@@ -57,6 +57,19 @@ TEST_CASE("lincheck: pool histories, thread caches on, fit the relaxations CACHE
   MESSAGE("the exact model rejected " << t.strictly_rejected << " of them");
 }
 
+// pool_resource takes only from a request's own class (sluice::detail::exact_class): its takes
+// beside the pool's own, under the same rules as the pool's.
+TEST_CASE("lincheck: exact takes (pool_resource's) fit the same models") {
+  report(lincheck::check_pool_histories<sluice::mutex_pool>(lincheck::histories(500), 17, pool_rules{}, false,
+                                                            make<sluice::mutex_pool>, lincheck::exact_pool_step));
+  report(lincheck::check_pool_histories<sluice::pool>(lincheck::histories(500), 15,
+                                                      pool_rules{.in_flight = true, .scan = true}, false,
+                                                      make<sluice::pool>, lincheck::exact_pool_step));
+  report(lincheck::check_pool_histories<sluice::pool>(lincheck::histories(500), 16,
+                                                      pool_rules{.scan = true, .caches = true}, true,
+                                                      make<sluice::pool>, lincheck::exact_pool_step));
+}
+
 // ---- trim() and stats() ------------------------------------------------------------------------
 //
 // The same, with trims among the workers' calls (1 in 8) and statistics (1 in 16); every history
@@ -130,6 +143,11 @@ void expect_caught(fault f, const lincheck::pool_mix& mix = lincheck::any_pool_s
 TEST_CASE("lincheck: a correct toy pool passes the exact model") {
   report(run_toy(fault::none, lincheck::histories(500)));
   report(run_toy(fault::none, lincheck::histories(500), lincheck::trimming_pool_step));
+}
+
+TEST_CASE("lincheck: a correct toy pool's exact takes pass, and inexact ones are caught") {
+  report(run_toy(fault::none, lincheck::histories(500), lincheck::exact_pool_step));
+  expect_caught(fault::inexact, lincheck::exact_pool_step);
 }
 
 TEST_CASE("lincheck: a pool that answers the largest buffer is caught") {

@@ -8,7 +8,7 @@
 //
 // The exact model is the sequential pool: a set of buffers and four counters; take(n) answers
 // one of the smallest capacity >= n (none when nothing serves or n > ceiling) and counts a hit
-// or a miss; retire keeps the buffer when its capacity <= ceiling and fewer than bound are
+// or a miss (an exact take, pool_resource's, only one whose capacity is n's class size); retire keeps the buffer when its capacity <= ceiling and fewer than bound are
 // retained, else drops it, and counts which; trim() frees every buffer (and counts nothing);
 // retained() is the number of buffers; stats() is the four counters, that number and the
 // buffers' capacities summed. Four relaxations can be switched on (pool_rules); each says what
@@ -35,6 +35,7 @@ enum class pool_op : std::uint8_t { take, retire, retained, trim, stats };
 struct pool_call {
   pool_op op = pool_op::retained;
   std::size_t size = 0;         // take: the request; retire: the buffer's capacity
+  bool exact = false;           // take: from size's own class only (what pool_resource asks)
   std::uint32_t id = 0;         // retire: the buffer's mark, 1 to 63, unique among a history's buffers
   std::size_t answer = 0;       // take: the answered capacity (0: none); retained: the count
   std::uint32_t answer_id = 0;  // take: the answered buffer's mark
@@ -46,6 +47,14 @@ struct pool_call {
   std::uint32_t overlapping_trims = 0;    // trim calls of other workers whose intervals meet this one
   std::uint32_t others_started = 0;       // other workers that invoked a call before this one returned
 };
+
+// The size of the class that serves a request of n <= ceiling, as pool.hpp describes the
+// classes: the smallest of 16, 20, 24, 28, 32, 40, ... that is at least n, cut at the ceiling.
+inline std::size_t class_size(std::size_t n, std::size_t ceiling) {
+  std::size_t size = 16;
+  while (size < n) size += std::bit_floor(size) / 4;
+  return std::min(size, ceiling);
+}
 
 // Marks: the first 8 bytes of a buffer (every capacity the tests use is at least 8).
 inline void put_mark(sluice::buffer& b, std::uint64_t id) { std::memcpy(b.data(), &id, sizeof id); }
@@ -296,6 +305,10 @@ class pool_model final : public model {
       }
       case pool_op::take: {
         if (c.answer != 0 && c.answer < c.size) return;  // too small, whatever else holds
+        // An exact take answers only its class's own size: the only buffers that serve it.
+        const std::size_t own = c.exact && c.size <= rules_.ceiling ? class_size(c.size) : 0;
+        if (c.exact && c.answer != 0 && c.answer != own) return;
+        const auto serves = [&](std::size_t capacity) { return c.exact ? capacity == own : capacity >= c.size; };
         if (c.size > rules_.ceiling) {
           if (c.answer == 0) next.push_back(counted(s, 1));
           return;
@@ -318,7 +331,7 @@ class pool_model final : public model {
           }
           // Smallest first: every buffer that serves and is smaller than the answer (any that
           // serves, for an empty answer) must be one this take may pass over.
-          if (capacity < c.size || (c.answer != 0 && capacity >= c.answer)) continue;
+          if (!serves(capacity) || (c.answer != 0 && capacity >= c.answer)) continue;
           if (!passable(b, c, t, worker)) return;
         }
         if (c.answer != 0 && answered == count) return;  // not retained (or never was)
@@ -331,7 +344,7 @@ class pool_model final : public model {
           std::int64_t who = b[2];
           // The batch this take may have popped: on-class buffers, not doomed, that could serve it.
           if (rules_.caches && worker && b[3] == 0 && on_class(static_cast<std::size_t>(b[0])) &&
-              static_cast<std::size_t>(b[0]) >= c.size) {
+              serves(static_cast<std::size_t>(b[0]))) {
             who |= std::int64_t{1} << t;
           }
           out.insert(out.end(), {b[0], b[1], who, b[3]});
@@ -364,7 +377,7 @@ class pool_model final : public model {
     const pool_call& c = calls_[i];
     switch (c.op) {
       case pool_op::take:
-        return "take(" + std::to_string(c.size) + ") -> " +
+        return std::string(c.exact ? "take_exact(" : "take(") + std::to_string(c.size) + ") -> " +
                (c.answer == 0 ? std::string("none")
                               : std::to_string(c.answer) + "#" + std::to_string(c.answer_id));
       case pool_op::retire: return "retire(" + std::to_string(c.size) + "#" + std::to_string(c.id) + ")";
@@ -408,6 +421,8 @@ class pool_model final : public model {
     const int b = std::bit_width(capacity) - 1;  // 2^b <= capacity < 2^(b+1)
     return capacity % (std::size_t{1} << (b - 2)) == 0;
   }
+
+  std::size_t class_size(std::size_t n) const noexcept { return lincheck::class_size(n, rules_.ceiling); }
 
  private:
   struct window {

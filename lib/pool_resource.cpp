@@ -1,0 +1,43 @@
+// basic_pool_resource: the pools behind std::pmr::memory_resource (sluice/pool_resource.hpp).
+#include "sluice/pool_resource.hpp"
+
+#include "pool/memory.hpp"
+#include "pool/size_classes.hpp"
+
+namespace sluice {
+
+namespace {
+
+// The pool's blocks are aligned to at least 16 (buffer.hpp), which serves every alignment up to
+// max_align_t; anything stricter goes upstream.
+static_assert(alignof(std::max_align_t) <= 16);
+
+bool pooled(std::size_t bytes, std::size_t alignment, std::size_t ceiling) noexcept {
+  return alignment <= alignof(std::max_align_t) && bytes <= ceiling;
+}
+
+}  // namespace
+
+template <class Pool>
+basic_pool_resource<Pool>::basic_pool_resource(pool_options options, std::pmr::memory_resource* upstream)
+    : pool_(options), ceiling_(options.ceiling), upstream_(upstream) {}
+
+template <class Pool>
+void* basic_pool_resource<Pool>::do_allocate(std::size_t bytes, std::size_t alignment) {
+  if (!pooled(bytes, alignment, ceiling_)) return upstream_->allocate(bytes, alignment);
+  buffer b = detail::exact_class::acquire(pool_, bytes);  // capacity: exactly the size of bytes' class
+  return detail::buffer_access::release(b).data;
+}
+
+template <class Pool>
+void basic_pool_resource<Pool>::do_deallocate(void* p, std::size_t bytes, std::size_t alignment) {
+  if (!pooled(bytes, alignment, ceiling_)) return upstream_->deallocate(p, bytes, alignment);
+  // The capacity that allocate's block has: see EXACT CLASSES in the header.
+  const detail::held h{static_cast<std::byte*>(p), detail::size_classes(ceiling_).fresh_capacity(bytes)};
+  pool_.retire(detail::buffer_access::make(h, bytes));
+}
+
+template class basic_pool_resource<pool>;
+template class basic_pool_resource<mutex_pool>;
+
+}  // namespace sluice
