@@ -8,7 +8,8 @@ pairs that all its threads completed together, i.e. the reciprocal of the throug
 Benchmark runs the same number of iterations on each thread and divides by their sum.) A pool
 pair is one acquire and one retire (or malloc and free); in pool.flow the two halves of a pair
 run on two threads, producer and consumer, each counting an iteration, so its times are doubled
-here to stay per pair (per frame).
+here to stay per pair (per frame). A pool_resource pair is one allocate and one deallocate;
+pool_resource.strings counts one build and drop of a vector of 32 strings.
 
 For each family there are up to three tables, one row per variant and one column per thread
 count: the times, the times against the baseline (the variant whose name starts with 'mutex_'),
@@ -25,7 +26,7 @@ import re
 from collections import defaultdict
 
 ANCHORS = {"gate.note_pair": "bare_atomic", "gate.admit_pair": "counting_semaphore"}
-ANCHOR_BY_PREFIX = {"pool.": "malloc"}
+ANCHOR_BY_PREFIX = {"pool.": "malloc", "pool_resource.": "pmr_sync"}
 ITERATIONS_PER_PAIR = {"pool.flow.": 2}  # producer and consumer each count one iteration
 NAME = re.compile(r"^(?P<family>[^/]+)/(?P<variant>[^/]+)/.*threads:(?P<threads>\d+)")
 SCALE = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -118,7 +119,7 @@ def report(runs, contexts):
              "",
              "Cells: wall-clock ns per operation pair, all threads' pairs together (the reciprocal "
              "of throughput; pool.flow counts a frame, acquired by the producer and retired by the "
-             "consumer, as one pair). 'vs B' tables give B's time / the row's time: above 1.00x "
+             "consumer, as one pair; pool_resource.strings, one build and drop of its vector of strings). 'vs B' tables give B's time / the row's time: above 1.00x "
              "the row is faster than B."]
     runs_of = []
     for ctx in contexts:

@@ -52,8 +52,8 @@ namespace {
 constexpr std::uint32_t free_slots_batch = 32;   // slots move between caches and the free stack
 constexpr std::uint32_t free_slots_limit = 2 * free_slots_batch;
 
-// Below this bound a cache could hold one buffer (bound / 32), which would save nothing and
-// could hoard what the bound allows: such pools use the shared stacks alone.
+// Below this bound a cache could hold at most three buffers (bound / 16), which would save little
+// and could hoard much of what the bound allows: such pools use the shared stacks alone.
 constexpr std::size_t min_caching_bound = 64;
 
 bool enabled_in(std::uint64_t state) noexcept { return (state & detail::enabled_bit) != 0; }
@@ -121,7 +121,7 @@ pool::core::core(const pool_options& o)
       class_size(std::make_unique<std::size_t[]>(classes.count())),
       bound(o.bound),
       caching(o.thread_cache && o.bound >= min_caching_bound),
-      cache_limit(static_cast<std::uint32_t>(std::clamp<std::size_t>(o.bound / 32, 1, magazine::room))),
+      cache_limit(static_cast<std::uint32_t>(std::clamp<std::size_t>(o.bound / 16, 1, 64))),
       place_batch(std::max<std::uint32_t>(1, std::min<std::uint32_t>(16, cache_limit / 2))),
       state(o.enabled ? detail::enabled_bit : 0),
       stacks(std::make_unique<detail::tagged_stack[]>(classes.count())),

@@ -27,7 +27,8 @@ ninja -C "$dir" >"$dir/build.log" 2>&1 || { tail -40 "$dir/build.log"; echo "ben
 mkdir -p "$out"
 # executable, and the package that provides what it measures
 runs=("pool_bench libboost-dev" "alloc_bench_mimalloc libmimalloc-dev"
-      "alloc_bench_jemalloc libjemalloc-dev" "alloc_bench_tbb libtbb-dev" "gate_bench -")
+      "alloc_bench_jemalloc libjemalloc-dev" "alloc_bench_tbb libtbb-dev" "gate_bench -"
+      "resource_bench -")
 status=0
 results=()
 start=$SECONDS

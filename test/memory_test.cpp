@@ -129,7 +129,8 @@ TEST_CASE("a thread that cycles through more pools than its directory has ways a
 }
 
 TEST_CASE("a cache that finds no slot keeps what it holds and drops only the retire that needed room") {
-  // bound 1024: a thread caches up to 32 buffers before it needs slots. With operator new
+  // bound 1024: a thread caches up to 32 buffers of one class (a magazine's room) before it
+  // needs slots. With operator new
   // failing, the 33rd retire cannot move the cache to the shared stacks: it is dropped and
   // counted so, and the 32 already kept stay kept and answer takes.
   sluice::pool p;

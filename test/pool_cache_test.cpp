@@ -142,29 +142,37 @@ TEST_CASE("a long-lived thread uses many short-lived pools, one after another") 
 }
 
 TEST_CASE("take misses at most what another live thread caches, and a batch crosses over") {
-  sluice::pool p;  // bound 1024: a cache holds at most 1024 / 32 = 32 buffers
+  // bound 1024: a cache holds at most 1024 / 16 = 64 buffers, at most 32 of one class (a
+  // magazine's room, twice the batch of 16 that these sizes move in).
+  sluice::pool p;
   turns turn;
   std::thread other([&] {
-    for (int i = 0; i < 32; ++i) p.retire(buffer(4096));  // up to the cache's limit: all cached
+    for (int i = 0; i < 32; ++i) {  // up to the cache's limit: all cached
+      p.retire(buffer(4096));
+      p.retire(buffer(2048));
+    }
     turn.advance_to(1);
     turn.wait_for(2);
-    p.retire(buffer(4096));  // one more than the limit: the cache moves to the shared stack
+    p.retire(buffer(4096));  // one more than the limit: the cache moves to the shared stacks
     turn.advance_to(3);
     turn.wait_for(4);
   });
   turn.wait_for(1);
-  CHECK(p.retained() == 32);        // cached buffers count toward retained()...
+  CHECK(p.retained() == 64);        // cached buffers count toward retained()...
   CHECK_FALSE(p.take(4096));        // ...but another thread's cache is not searched
+  CHECK_FALSE(p.take(2048));
   turn.advance_to(2);
   turn.wait_for(3);
   int taken = 0;
   while (p.take(4096)) ++taken;
-  CHECK(taken == 32);               // what crossed, as one chain
+  CHECK(taken == 32);               // what crossed, as chains
+  while (p.take(2048)) ++taken;
+  CHECK(taken == 64);
   CHECK(p.retained() == 1);         // the last one is still cached over there
   turn.advance_to(4);
   other.join();
   while (p.take(4096)) ++taken;     // and given back when that thread exited
-  CHECK(taken == 33);
+  CHECK(taken == 65);
 }
 
 TEST_CASE_TEMPLATE("trim and the switch reach what other threads cache at their next call", P, POOLS) {

@@ -47,7 +47,7 @@
 // THREAD CACHES (pool_options::thread_cache, on by default). Each thread that uses a pool keeps
 // buffers per class in front of the shared stacks and moves them in batches (the magazine and
 // depot design of Bonwick and Adams, USENIX 2001), so a take or retire that hits the cache costs
-// no atomic read-modify-write at all. A cache holds at most L = clamp(bound / 32, 1, 32) buffers
+// no atomic read-modify-write at all. A cache holds at most L = clamp(bound / 16, 1, 64) buffers
 // over all its classes; what it relaxes, exactly:
 //   - take on one thread may miss buffers that another live thread caches: at most L per thread.
 //     A batch crosses between threads when a magazine or the cache is full (retire) or empty

@@ -137,7 +137,7 @@ constexpr std::size_t ceiling_table[] = {
     (4 << 20) + 1, std::size_t{1} << 32, std::size_t{1} << 40, ptrdiff_max, ptrdiff_max + 1,
     std::size_t{7} << 61, size_max - 1, size_max};
 
-// Bounds: 0, the sizes where thread caches begin (64) and grow (bound / 32 buffers, places of the
+// Bounds: 0, the sizes where thread caches begin (64) and grow (bound / 16 buffers, places of the
 // bound in batches of half that), and the top.
 constexpr std::size_t bound_table[] = {0,    1,    2,       3,           15,           16,
                                        17,   31,   32,      33,          48,           63,

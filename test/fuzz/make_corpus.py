@@ -118,12 +118,13 @@ def seq(*parts):
 
 
 SEEDS = {
-    # The bound where thread caches begin (64: one buffer cached, places taken one at a time) and
-    # where they are largest (1024: 32 buffers, places 16 at a time); small bounds, 0 and SIZE_MAX.
+    # The bound where thread caches begin (64: four buffers cached, places taken two at a time) and
+    # where they are largest (1024: 64 buffers, places 16 at a time); small bounds, 0 and SIZE_MAX.
     'bounds': seq(header(64, 4 * 2**20),
                   *[retire_fresh(4096) for _ in range(66)], stats(),
                   *[take(4096) for _ in range(66)], *[retire_held(0) for _ in range(48)],
-                  rebuild(1024, 4 * 2**20), *[acquire(1000) for _ in range(40)],
+                  rebuild(1024, 4 * 2**20), *[retire_fresh(1024) for _ in range(66)],
+                  *[take(1024) for _ in range(66)], *[acquire(1000) for _ in range(40)],
                   *[retire_held(0) for _ in range(48)], *[take(1000) for _ in range(34)], trim(),
                   rebuild(17, 65536), *[retire_fresh(100) for _ in range(18)], take(100),
                   rebuild(0, 4 * 2**20), acquire(16), retire_held(0), take(16),

@@ -125,7 +125,7 @@ struct pool_rules {
   //    buffer that could serve it may now sit in the taker's cache. A take may pass over (or miss)
   //    a buffer that some other thread may cache, never one only it or nobody may cache.
   //    Off-class buffers "live on a short locked list beside the lock-free stacks": never cached.
-  //    The cache's limit (L = bound / 32, at least 1) is not modelled: missing any buffer another
+  //    The cache's limit (L = bound / 16, at most 64) is not modelled: missing any buffer another
   //    thread may cache is allowed, which covers it.
   //  - "a caching thread ... keeps at most 2 * P [places] unused, so a retire on another thread
   //    can be dropped while retained() is up to 2 * P per live thread below bound": a retire may
@@ -199,9 +199,9 @@ class pool_model final : public model {
   static constexpr std::size_t stride = 4;  // capacity, mark, who, deadline
 
   // The most spare places of the bound one caching thread keeps: 2 * P, where
-  // P = clamp(L / 2, 1, 16) and L = clamp(bound / 32, 1, 32) (pool.hpp, THREAD CACHES).
+  // P = clamp(L / 2, 1, 16) and L = clamp(bound / 16, 1, 64) (pool.hpp, THREAD CACHES).
   static std::size_t spare_places(std::size_t bound) {
-    const std::size_t limit = std::clamp<std::size_t>(bound / 32, 1, 32);
+    const std::size_t limit = std::clamp<std::size_t>(bound / 16, 1, 64);
     return 2 * std::clamp<std::size_t>(limit / 2, 1, 16);
   }
 
