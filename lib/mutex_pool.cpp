@@ -62,9 +62,15 @@ buffer mutex_pool::acquire(std::size_t size) {
   return buffer(size, state_->classes.fresh_capacity(size));
 }
 
-buffer mutex_pool::acquire_exact(std::size_t size) {
-  if (buffer b = take_from(size, /*exact=*/true)) return b;
-  return buffer(size, state_->classes.fresh_capacity(size));
+void* mutex_pool::allocate_exact(std::size_t size) {
+  buffer b = take_from(size, /*exact=*/true);
+  if (!b) b = buffer(size, state_->classes.fresh_capacity(size));
+  return detail::buffer_access::release(b).data;
+}
+
+void mutex_pool::deallocate_exact(void* p, std::size_t size) noexcept {
+  const detail::held h{static_cast<std::byte*>(p), state_->classes.fresh_capacity(size)};
+  retire(detail::buffer_access::make(h, size));
 }
 
 void mutex_pool::retire(buffer&& b) noexcept {

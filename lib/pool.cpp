@@ -697,6 +697,25 @@ void detach(thread_cache* tc) noexcept {
   return take_general(c, size, exact);
 }
 
+// A buffer of the pool's class cls, its capacity that class's size.
+[[gnu::always_inline]] inline void retire_fast(core& c, held h, std::size_t cls) noexcept {
+  thread_cache* tc = current_cache(c);
+  if (tc != nullptr && enabled_in(tc->seen_state)) {
+    magazine* m = tc->magazines[cls].get();
+    const std::uint32_t spare = tc->spare.load(std::memory_order_relaxed);
+    if (m != nullptr && m->count < m->limit && tc->cached < c.cache_limit && spare > 0) {
+      m->items[m->count++] = h.data;
+      ++tc->cached;
+      tc->spare.store(spare - 1, std::memory_order_relaxed);
+      const recorder rec{&tc->counts, true};
+      rec.add(&counters::retired, 1);
+      rec.add(&counters::bytes_in, h.capacity);
+      return;
+    }
+  }
+  retire_general(c, h);
+}
+
 // ---- fork -------------------------------------------------------------------------------------
 
 // In a forked child, where the parent's other threads are gone with whatever their caches held
@@ -828,29 +847,25 @@ buffer pool::acquire(std::size_t size) {
 
 buffer pool::take_exact(std::size_t size) { return take_fast(*core_, size, /*exact=*/true); }
 
-buffer pool::acquire_exact(std::size_t size) {
-  if (buffer b = take_fast(*core_, size, /*exact=*/true)) return b;
-  return buffer(size, core_->classes.fresh_capacity(size));
+void* pool::allocate_exact(std::size_t size) {
+  buffer b = take_fast(*core_, size, /*exact=*/true);
+  if (!b) b = buffer(size, core_->classes.fresh_capacity(size));
+  return detail::buffer_access::release(b).data;
+}
+
+void pool::deallocate_exact(void* p, std::size_t size) noexcept {
+  core& c = *core_;
+  const std::size_t cls = c.classes.of(size);  // size <= ceiling: the block has cls's own size
+  retire_fast(c, held{static_cast<std::byte*>(p), c.class_size[cls]}, cls);
 }
 
 void pool::retire(buffer&& b) noexcept {
   if (!b) return;
   const held h = detail::buffer_access::release(b);
   core& c = *core_;
-  thread_cache* tc = current_cache(c);
-  if (tc != nullptr && enabled_in(tc->seen_state) && h.capacity <= c.classes.ceiling()) {
-    const std::size_t cls = c.classes.of(h.capacity);
-    magazine* m = tc->magazines[cls].get();
-    const std::uint32_t spare = tc->spare.load(std::memory_order_relaxed);
-    if (m != nullptr && m->count < m->limit && tc->cached < c.cache_limit && spare > 0 &&
-        c.class_size[cls] == h.capacity) {
-      m->items[m->count++] = h.data;
-      ++tc->cached;
-      tc->spare.store(spare - 1, std::memory_order_relaxed);
-      const recorder rec{&tc->counts, true};
-      rec.add(&counters::retired, 1);
-      rec.add(&counters::bytes_in, h.capacity);
-      return;
+  if (h.capacity <= c.classes.ceiling()) {
+    if (const std::size_t cls = c.classes.of(h.capacity); c.class_size[cls] == h.capacity) {
+      return retire_fast(c, h, cls);
     }
   }
   retire_general(c, h);

@@ -1,9 +1,6 @@
 // basic_pool_resource: the pools behind std::pmr::memory_resource (sluice/pool_resource.hpp).
 #include "sluice/pool_resource.hpp"
 
-#include "pool/memory.hpp"
-#include "pool/size_classes.hpp"
-
 namespace sluice {
 
 namespace {
@@ -25,16 +22,13 @@ basic_pool_resource<Pool>::basic_pool_resource(pool_options options, std::pmr::m
 template <class Pool>
 void* basic_pool_resource<Pool>::do_allocate(std::size_t bytes, std::size_t alignment) {
   if (!pooled(bytes, alignment, ceiling_)) return upstream_->allocate(bytes, alignment);
-  buffer b = detail::exact_class::acquire(pool_, bytes);  // capacity: exactly the size of bytes' class
-  return detail::buffer_access::release(b).data;
+  return detail::exact_class::allocate(pool_, bytes);  // capacity: exactly the size of bytes' class
 }
 
 template <class Pool>
 void basic_pool_resource<Pool>::do_deallocate(void* p, std::size_t bytes, std::size_t alignment) {
   if (!pooled(bytes, alignment, ceiling_)) return upstream_->deallocate(p, bytes, alignment);
-  // The capacity that allocate's block has: see EXACT CLASSES in the header.
-  const detail::held h{static_cast<std::byte*>(p), detail::size_classes(ceiling_).fresh_capacity(bytes)};
-  pool_.retire(detail::buffer_access::make(h, bytes));
+  detail::exact_class::deallocate(pool_, p, bytes);  // see EXACT CLASSES in the header
 }
 
 template class basic_pool_resource<pool>;

@@ -10,6 +10,8 @@
 #   pool_acquire        sluice::pool acquire(1024) + retire, a thread-cache hit
 #   mutex_pool          sluice::mutex_pool take(1024) + retire
 #   mutex_pool_acquire  sluice::mutex_pool acquire(1024) + retire
+#   pool_resource       sluice::pool_resource allocate(1024, 16) + deallocate, through memory_resource
+#   mutex_pool_resource the same on sluice::mutex_pool_resource
 #   malloc              glibc malloc(1024), write one byte, free
 #   gate                sluice::gate try_admit() + note_done(), cap gate_limit
 # Usage: scripts/instructions.sh [SLUICE_CHECKOUT (default: this repository)] [N (default 100000)]
@@ -17,7 +19,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "${1:-$here}" && pwd)
 n=${2:-100000}
-workloads=(pool pool_acquire mutex_pool mutex_pool_acquire malloc gate)
+workloads=(pool pool_acquire mutex_pool mutex_pool_acquire pool_resource mutex_pool_resource malloc gate)
 
 if ! command -v valgrind >/dev/null; then
   sudo=(); [[ $(id -u) -eq 0 ]] || sudo=(sudo)

@@ -27,6 +27,20 @@ int run_pool(long n) {
   return 0;
 }
 
+template <class Resource>
+int run_resource(long n) {
+  Resource resource;
+  std::pmr::memory_resource& r = resource;  // called as any pmr container calls it
+  for (int i = 0; i < 8; ++i) r.deallocate(r.allocate(1024, 16), 1024, 16);  // warm
+  for (long i = 0; i < n; ++i) {
+    auto* p = static_cast<unsigned char*>(r.allocate(1024, 16));
+    p[0] = static_cast<unsigned char>(i);
+    escape(p);
+    r.deallocate(p, 1024, 16);
+  }
+  return resource.stats().misses == 1 ? 0 : 2;  // only the very first allocate missed
+}
+
 int run_malloc(long n) {
   for (long i = 0; i < n; ++i) {
     auto* p = static_cast<unsigned char*>(std::malloc(1024));
@@ -51,7 +65,7 @@ int run_gate(long n) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: count pool|pool_acquire|mutex_pool|mutex_pool_acquire|malloc|gate N\n");
+    std::fprintf(stderr, "usage: count pool|pool_acquire|mutex_pool|mutex_pool_acquire|pool_resource|mutex_pool_resource|malloc|gate N\n");
     return 1;
   }
   const char* w = argv[1];
@@ -60,6 +74,8 @@ int main(int argc, char** argv) {
   if (!std::strcmp(w, "pool_acquire")) return run_pool<sluice::pool, true>(n);
   if (!std::strcmp(w, "mutex_pool")) return run_pool<sluice::mutex_pool, false>(n);
   if (!std::strcmp(w, "mutex_pool_acquire")) return run_pool<sluice::mutex_pool, true>(n);
+  if (!std::strcmp(w, "pool_resource")) return run_resource<sluice::pool_resource>(n);
+  if (!std::strcmp(w, "mutex_pool_resource")) return run_resource<sluice::mutex_pool_resource>(n);
   if (!std::strcmp(w, "malloc")) return run_malloc(n);
   if (!std::strcmp(w, "gate")) return run_gate(n);
   std::fprintf(stderr, "count: unknown workload %s\n", w);

@@ -155,7 +155,8 @@ class pool {
  private:
   friend struct detail::exact_class;
   [[nodiscard]] buffer take_exact(std::size_t size);
-  [[nodiscard]] buffer acquire_exact(std::size_t size);
+  [[nodiscard]] void* allocate_exact(std::size_t size);
+  void deallocate_exact(void* p, std::size_t size) noexcept;
 
   core* core_;  // owned: freed by ~pool, its control block outlives it while threads refer to it
 };
@@ -179,7 +180,8 @@ class mutex_pool {
  private:
   friend struct detail::exact_class;
   [[nodiscard]] buffer take_exact(std::size_t size);
-  [[nodiscard]] buffer acquire_exact(std::size_t size);
+  [[nodiscard]] void* allocate_exact(std::size_t size);
+  void deallocate_exact(void* p, std::size_t size) noexcept;
   [[nodiscard]] buffer take_from(std::size_t size, bool exact);
 
   struct state;
@@ -188,13 +190,17 @@ class mutex_pool {
 
 namespace detail {
 // What sluice::basic_pool_resource needs of a pool beyond its interface (not part of sluice's
-// API): take(size) and acquire(size) from size's own class only, answering a buffer whose
-// capacity is exactly that class's size, never one of a larger class or an off-class capacity.
+// API): take(size) from size's own class only, answering a buffer whose capacity is exactly
+// that class's size, never one of a larger class or an off-class capacity; allocate(size), the
+// memory of such a take or else fresh memory of that class's size; and deallocate(p, size)
+// (size <= ceiling), which retires what allocate(size) answered, its capacity known from size.
 struct exact_class {
   template <class Pool>
   static buffer take(Pool& p, std::size_t size) { return p.take_exact(size); }
   template <class Pool>
-  static buffer acquire(Pool& p, std::size_t size) { return p.acquire_exact(size); }
+  static void* allocate(Pool& p, std::size_t size) { return p.allocate_exact(size); }
+  template <class Pool>
+  static void deallocate(Pool& p, void* block, std::size_t size) noexcept { p.deallocate_exact(block, size); }
 };
 }  // namespace detail
 
