@@ -34,11 +34,8 @@ mutex_pool::mutex_pool(pool_options options) : state_(std::make_unique<state>(op
 
 mutex_pool::~mutex_pool() { trim(); }
 
-buffer mutex_pool::take(std::size_t size) { return take_from(size, /*exact=*/false); }
-buffer mutex_pool::take_exact(std::size_t size) { return take_from(size, /*exact=*/true); }
-
 // An exact take looks only at the class of size, and only at its own-size buffers.
-buffer mutex_pool::take_from(std::size_t size, bool exact) {
+[[gnu::always_inline]] inline buffer mutex_pool::take_from(std::size_t size, bool exact) {
   std::lock_guard lock(state_->mutex);
   state& s = *state_;
   if (s.enabled && size <= s.classes.ceiling()) {
@@ -56,6 +53,9 @@ buffer mutex_pool::take_from(std::size_t size, bool exact) {
   ++s.stats.misses;
   return {};
 }
+
+buffer mutex_pool::take(std::size_t size) { return take_from(size, /*exact=*/false); }
+buffer mutex_pool::take_exact(std::size_t size) { return take_from(size, /*exact=*/true); }
 
 buffer mutex_pool::acquire(std::size_t size) {
   if (buffer b = take(size)) return b;
