@@ -73,9 +73,9 @@ struct lockfree_stack_source {
   static std::byte* bytes(item& p) { return p; }
 };
 
-// libstdc++ 12's synchronized_pool_resource crashes at thread exit when a thread that used a
-// resource outlives it and another resource has been made since; so one resource serves the
-// whole process and is never destroyed (the process's exit reclaims it).
+// libstdc++'s synchronized_pool_resource keeps per-thread state, and the benchmark's threads come
+// and go; so one resource serves the whole process and is never destroyed (the process's exit
+// reclaims it), and no thread ever outlives the resource it used.
 struct pmr_sync {
   static std::pmr::synchronized_pool_resource& resource() {
     static auto* r = new std::pmr::synchronized_pool_resource(

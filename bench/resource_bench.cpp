@@ -33,9 +33,8 @@ using sluice_bench::KiB;
 
 constexpr std::pmr::pool_options std_pools{.max_blocks_per_chunk = 0, .largest_required_pool_block = 1 << 20};
 
-// Each resource is made once and never destroyed: libstdc++ 12's synchronized_pool_resource
-// crashes at thread exit when a thread that used a destroyed resource outlives it, and the
-// benchmark's threads come and go; the process's exit reclaims them all.
+// Each resource is made once and never destroyed, as in pool_bench: the benchmark's threads come
+// and go, and none outlives a resource it used; the process's exit reclaims them all.
 struct sluice_resource {
   static std::pmr::memory_resource& get() {
     static auto* r = new sluice::pool_resource();

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -22,6 +23,7 @@
 
 #include "doctest.hpp"
 #include "sluice/pool.hpp"
+#include "sluice/pool_resource.hpp"
 
 namespace {
 
@@ -30,8 +32,17 @@ std::atomic<bool> failing{false};
 std::atomic<long long> fail_in{-1};  // when >= 0: allocations left before one fails
 thread_local long long allocations = 0;
 
+// When set, a block under 16 bytes is aligned to 8 and no more, as operator new may answer it
+// (it need only suit the objects that fit; jemalloc and mimalloc do so): glibc's malloc aligns
+// everything to 16, so a pointer that is 8 past a multiple of 16 is one of these.
+std::atomic<bool> small_blocks_8_aligned{false};
+
 void* allocate(std::size_t n) noexcept {
   if (failing.load(std::memory_order_relaxed)) return nullptr;
+  if (n < 16 && small_blocks_8_aligned.load(std::memory_order_relaxed)) {
+    auto* raw = static_cast<char*>(std::malloc(32));
+    return raw == nullptr ? nullptr : raw + 8;
+  }
   if (fail_in.load(std::memory_order_relaxed) >= 0 && fail_in.fetch_sub(1) == 0) return nullptr;
   void* p = std::malloc(n == 0 ? 1 : n);
   if (p != nullptr) {
@@ -43,6 +54,7 @@ void* allocate(std::size_t n) noexcept {
 
 void release(void* p) noexcept {
   if (p == nullptr) return;
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 == 8) return std::free(static_cast<char*>(p) - 8);
   live_bytes.fetch_sub(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
   std::free(p);
 }
@@ -181,4 +193,36 @@ TEST_CASE_TEMPLATE("a pool whose construction fails leaves nothing for a later f
   }
   MESSAGE(failures << " constructions failed, one at each allocation");
   CHECK(failures > 0);
+}
+
+TEST_CASE("buffers and pooled blocks are 16-aligned even where operator new aligns small blocks to 8") {
+  small_blocks_8_aligned.store(true);
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  void* probe = ::operator new(8);
+  CHECK_FALSE(aligned(probe));  // the replacement does what it says
+  ::operator delete(probe);
+  for (std::size_t n = 0; n <= 16; ++n) {
+    CAPTURE(n);
+    const buffer b(n);
+    CHECK(aligned(b.data()));
+    sluice::pool p{pool_options{.ceiling = n}};  // classes cut at a ceiling below 16
+    buffer a = p.acquire(n);
+    CHECK(aligned(a.data()));
+    p.retire(std::move(a));
+    for (const bool locked : {false, true}) {
+      CAPTURE(locked);
+      std::unique_ptr<std::pmr::memory_resource> r;
+      if (locked) {
+        r = std::make_unique<sluice::mutex_pool_resource>(pool_options{.ceiling = n});
+      } else {
+        r = std::make_unique<sluice::pool_resource>(pool_options{.ceiling = n});
+      }
+      for (std::size_t k = 0; k <= n; ++k) {
+        void* q = r->allocate(k, 16);
+        CHECK(aligned(q));
+        r->deallocate(q, k, 16);
+      }
+    }
+  }
+  small_blocks_8_aligned.store(false);
 }

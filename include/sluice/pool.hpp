@@ -63,7 +63,7 @@
 //     reaches that core). A thread that exits gives its cache back to the shared stacks (or
 //     frees it, if the pool is gone or disabled, or no memory can be had to move it); nothing
 //     is stranded.
-// With thread_cache off, or a bound below 64 (where L would be 1), every call goes to the shared
+// With thread_cache off, or a bound below 64 (where L would be 3 or less), every call goes to the shared
 // stacks and none of this applies. A thread may use any number of pools: it keeps a cache for
 // each, and only its first call to each pool makes one.
 //

@@ -35,10 +35,9 @@
 // with sluice::pool a pooled allocate or deallocate that hits the calling thread's cache
 // performs no atomic read-modify-write. The bytes written into a block before its deallocate are
 // visible to the thread whose allocate answers it. The resource may be destroyed while threads
-// that used it live on; they may go on to use other resources and exit in any order (the case
-// that crashes libstdc++ 12's synchronized_pool_resource). Destroying the resource frees what
-// its pool retains; blocks still allocated must not be deallocated after that (as with any
-// resource).
+// that used it live on; they may go on to use other resources and exit in any order.
+// Destroying the resource frees what its pool retains; blocks still allocated must not be
+// deallocated after that (as with any resource).
 //
 // pool_resource runs on sluice::pool; mutex_pool_resource, the same on sluice::mutex_pool.
 #pragma once

@@ -1,6 +1,7 @@
 // Raw memory for buffers, and the one door through which the pools open and close a buffer.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -16,9 +17,13 @@ static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ >= 16, "buffers promise 16-byte a
 // Throwing here rather than in operator new keeps the answer the same under a sanitizer's
 // allocator, whose throwing operator new aborts on an impossible size, while its nothrow one
 // answers null when run with allocator_may_return_null=1 (as scripts/test.sh runs it).
+//
+// At least 16 bytes are asked for: operator new need only align a block for the objects that fit
+// in it, so one of 8 bytes may be 8-aligned (jemalloc and mimalloc do that), while one of 16 or
+// more is aligned to __STDCPP_DEFAULT_NEW_ALIGNMENT__, as a buffer promises.
 inline std::byte* allocate_bytes(std::size_t n) {
   if (n > static_cast<std::size_t>(PTRDIFF_MAX)) throw std::bad_alloc();
-  void* p = ::operator new(n, std::nothrow);
+  void* p = ::operator new(std::max<std::size_t>(n, 16), std::nothrow);
   if (p == nullptr) throw std::bad_alloc();
   return static_cast<std::byte*>(p);
 }
