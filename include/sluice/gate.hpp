@@ -66,8 +66,9 @@
 // MEMORY ORDERING. The gate behaves as a semaphore: note_done() is a release, and every call
 // that observes the count (a try_admit that succeeds, has_capacity, in_flight) is an acquire. What a thread
 // did before note_done() is visible to a thread whose try_admit() or admit() succeeded on, or
-// whose has_capacity()/in_flight() read, a count that reflects that note_done(). A wait that
-// gives up is a relaxed read. note_submitted(), set_cap() and adjust() publish nothing.
+// whose has_capacity()/in_flight() read, a count that reflects that note_done(). A try_admit()
+// that refuses, and a wait that gives up, are relaxed reads: a refusal makes nothing visible.
+// note_submitted(), set_cap() and adjust() publish nothing.
 //
 // mutex_gate has the identical interface and semantics over a std::mutex (but for FORK): the
 // baseline for benchmarks and the reference model for tests. permit<G> holds one admission and

@@ -17,7 +17,8 @@
 //               frees it otherwise. An empty buffer is ignored. Never throws: if the pool cannot
 //               record the buffer (no memory for its bookkeeping) it frees it and counts it
 //               dropped. A buffer once kept is never freed for want of memory.
-//   trim()      frees what the shared stacks hold and what the calling thread caches.
+//   trim()      frees what the shared stacks and the off-class shelves hold, and what the calling
+//               thread caches (other threads' caches: THREAD CACHES below).
 //   set_enabled(false)  take answers nothing, retire frees, and trim() runs.
 //
 // Buffers made elsewhere whose capacity is not a class size (buffer(1000), say) are kept too and

@@ -36,7 +36,7 @@ TEST_CASE("lincheck: mutex_pool histories fit the exact model") {
 // flight can make another thread's retire drop, or its retained() count, a buffer that no take
 // can see yet (pool.hpp's BOUND and MEMORY ORDERING paragraphs): IN FLIGHT. And take looks at
 // one class after another, so it can pass over a buffer filed in a class it had already looked
-// at (pool.hpp does not say so): SCAN. Both are seen in real runs (pool_model.hpp); how many
+// at: SCAN (pool.hpp's LINEARIZABILITY paragraph states both). Both are seen in real runs (pool_model.hpp); how many
 // histories the exact model rejected is printed beside the count, with the first of them.
 TEST_CASE("lincheck: pool histories, thread caches off, fit the exact model with IN FLIGHT and SCAN") {
   const pool_rules relaxed{.in_flight = true, .scan = true};

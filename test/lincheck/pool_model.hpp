@@ -96,8 +96,8 @@ struct pool_rules {
   std::uint32_t observer = 0;  // see annotate()
 
   // IN FLIGHT (the lock-free pool's reservation of a place of the bound: "a retire first reserves
-  // a place in one shared counter and is dropped when none is left"; "retained() [is] exact when
-  // no call is in flight"). A place is held by a retire before its buffer can be taken and by a
+  // a place in one shared counter and is dropped when none is left"; "stats() and retained() are
+  // exact when no call is in flight"). A place is held by a retire before its buffer can be taken and by a
   // take after its buffer is gone, so: retained() may be off the count by at most the number of
   // take/retire calls of other threads in flight during it, and a retire may be dropped when the
   // count plus that number reaches the bound. A trim in flight frees buffers before it gives
@@ -113,13 +113,13 @@ struct pool_rules {
 
   // SCAN (take looks at one class after another, not at a snapshot of them all). A take may pass
   // over a buffer that serves, answering a larger one or none, when that buffer's retire
-  // overlapped the take: it landed in a class the take had already looked at. pool.hpp does not
-  // say so, but real runs of sluice::pool do it: a take answered none while at every instant of
-  // the call some retained buffer served it.
+  // overlapped the take: it landed in a class the take had already looked at (pool.hpp's
+  // LINEARIZABILITY paragraph states it). Real runs of sluice::pool do it: a take answered none
+  // while at every instant of the call some retained buffer served it.
   bool scan = false;
 
   // CACHES (the THREAD CACHES section of pool.hpp), read as follows:
-  //  - "take on one thread may miss buffers another live thread holds in its cache": each on-class
+  //  - "take on one thread may miss buffers that another live thread caches": each on-class
   //    buffer carries the set of threads whose cache may hold it. A thread's own retire puts the
   //    buffer in its own cache; a take pops a batch from the shared stacks, so every on-class
   //    buffer that could serve it may now sit in the taker's cache. A take may pass over (or miss)
@@ -127,17 +127,18 @@ struct pool_rules {
   //    Off-class buffers "live on a short locked list beside the lock-free stacks": never cached.
   //    The cache's limit (L = bound / 16, at most 64) is not modelled: missing any buffer another
   //    thread may cache is allowed, which covers it.
-  //  - "a caching thread ... keeps at most 2 * P [places] unused, so a retire on another thread
-  //    can be dropped while retained() is up to 2 * P per live thread below bound": a retire may
+  //  - "a caching thread takes places of the bound P ... at a time and keeps at most 2 * P of them
+  //    unused, so a retire on another thread can be dropped while retained() is up to 2 * P per
+  //    live thread below bound": a retire may
   //    be dropped when count + 2 * P * (other workers that have called the pool) reaches the
   //    bound. Whether a place is held is not observable, so "have called" is the reading.
   //  - retained(), "clamped into its true range (retained() into [0, bound])" during traffic,
   //    counts cached buffers: any value in [0, bound] from a worker, the exact count from the
   //    observer, once "a thread that exits gives its cache back" has happened for every worker.
   //    stats() from a worker: as under IN FLIGHT, with retained anything in [0, bound].
-  //  - trim(), "frees what the shared stacks hold and what the calling thread caches", and
-  //    "what other live threads cache when each of them next calls the pool (any call) or
-  //    exits". At the trim's place in the sequence, a buffer that nobody but the trimming
+  //  - trim(), "frees what the shared stacks and the off-class shelves hold, and what the calling
+  //    thread caches", and "what another live thread caches at that thread's next call to the
+  //    pool (any call), or at its exit". At the trim's place in the sequence, a buffer that nobody but the trimming
   //    thread T may cache is freed. One that another worker W may cache becomes DOOMED: it is
   //    either already freed (it was on a shared stack, or in T's cache) or in the cache of one
   //    of the workers D = (those that may cache it) - {T}, and it is freed when that worker
