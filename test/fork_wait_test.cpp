@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "doctest.hpp"
+#include "kinds.hpp"
 #include "sluice/gate.hpp"
 #include "sluice/pool.hpp"
 
@@ -26,11 +27,7 @@ namespace {
 // function-local statics), which does not let a forked child run an interrupted initialisation
 // again as glibc's does: there the child hangs whatever the library does, so the case is run
 // plain and under AddressSanitizer only.
-#if defined(__SANITIZE_THREAD__)
-constexpr bool tsan = true;
-#else
-constexpr bool tsan = false;
-#endif
+constexpr bool tsan = sluice_test::thread_sanitized;
 
 void pause_in_prepare() {
   const timespec pause{0, 200'000'000};  // widens the window, see above; not synchronisation

@@ -9,13 +9,13 @@
 #include <thread>
 
 #include "sluice/gate.hpp"
+#include "kinds.hpp"
 #include "threads.hpp"
 
 using sluice::pressure;
 using sluice_test::raise_to;
 using sluice_test::run_threads;
 
-#define GATES sluice::gate, sluice::mutex_gate
 
 // ---- the seed: counter ----------------------------------------------------------------------
 

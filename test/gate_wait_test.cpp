@@ -10,12 +10,12 @@
 
 #include "doctest.hpp"
 #include "sluice/gate.hpp"
+#include "kinds.hpp"
 #include "threads.hpp"
 
 using namespace std::chrono_literals;
 using sluice::pressure;
 
-#define GATES sluice::gate, sluice::mutex_gate
 
 namespace {
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "doctest.hpp"
-#include "pools.hpp"
+#include "kinds.hpp"
 #include "sluice/gate.hpp"
 #include "threads.hpp"
 
@@ -36,7 +36,6 @@ using sluice::gate_limit;
 using sluice::pool_options;
 using sluice::pressure;
 
-#define GATES sluice::gate, sluice::mutex_gate
 
 namespace {
 
@@ -48,17 +47,7 @@ constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
 // The sanitizers run 2^31 calls far too slowly. (Impossible sizes are answered alike in every
 // build: buffers ask operator new not to throw, and the sanitizers' nothrow operator new answers
 // null under allocator_may_return_null=1, which test/main.cpp makes their default.)
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool sanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
-#else
-constexpr bool sanitized = false;
-#endif
+using sluice_test::sanitized;
 
 // Sizes across the whole of size_t: 0, every power of two and its neighbours, and the top.
 std::vector<std::size_t> every_magnitude() {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "doctest.hpp"
-#include "pools.hpp"
+#include "kinds.hpp"
 
 using sluice::buffer;
 using sluice::pool_options;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "doctest.hpp"
-#include "pools.hpp"
+#include "kinds.hpp"
 #include "threads.hpp"
 
 using sluice::buffer;

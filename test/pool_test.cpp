@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "doctest.hpp"
-#include "pools.hpp"
+#include "kinds.hpp"
 #include "threads.hpp"
 
 using sluice::buffer;

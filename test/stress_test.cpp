@@ -53,17 +53,10 @@
 #include <vector>
 
 #include "doctest.hpp"
-#include "pools.hpp"
+#include "kinds.hpp"
 #include "sluice/pool.hpp"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SLUICE_STRESS_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SLUICE_STRESS_SANITIZED 1
-#endif
-#endif
-#ifdef SLUICE_STRESS_SANITIZED
+#ifdef SLUICE_TEST_SANITIZED
 // From <sanitizer/allocator_interface.h>, which GCC does not install: ASan's and TSan's count of
 // the bytes the program holds.
 extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
@@ -77,11 +70,7 @@ using sluice::pool_stats;
 
 namespace {
 
-#ifdef SLUICE_STRESS_SANITIZED
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
+using sluice_test::sanitized;
 
 constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
@@ -894,7 +883,7 @@ round_summary run_round(std::uint64_t seed) {
 // ---- the heap, for the slot table's growth ------------------------------------------------------
 
 std::size_t heap_in_use() {
-#ifdef SLUICE_STRESS_SANITIZED
+#ifdef SLUICE_TEST_SANITIZED
   return __sanitizer_get_current_allocated_bytes();
 #else
   const struct mallinfo2 m = mallinfo2();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../doctest.hpp"
+#include "../kinds.hpp"
 #include "pool/core.hpp"
 #include "scheduler.hpp"
 #include "sluice/pool.hpp"
@@ -60,11 +61,7 @@ std::uint64_t mark_of(const buffer& b) {
 // How many schedules a case runs: its plain-build count, halved under the sanitizers, which
 // slow every switch several times over.
 std::uint64_t scaled(std::uint64_t plain) {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-  return plain / 2;
-#else
-  return plain;
-#endif
+  return sluice_test::sanitized ? plain / 2 : plain;
 }
 
 // A policy that stops `victim` at its k-th switch point once `armed` is set, and runs the other

@@ -24,6 +24,7 @@
 #include <sched.h>
 #endif
 
+#include "../kinds.hpp"
 #include "gate_model.hpp"
 #include "lincheck.hpp"
 #include "pool_model.hpp"
@@ -37,11 +38,7 @@ namespace lincheck {
 // minute under ThreadSanitizer on two cores), times SLUICE_LINCHECK_SCALE when set (for longer
 // runs).
 inline std::size_t histories(std::size_t plain) {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-  std::size_t n = plain / 2;
-#else
-  std::size_t n = plain;
-#endif
+  std::size_t n = sluice_test::sanitized ? plain / 2 : plain;
   if (const char* scale = std::getenv("SLUICE_LINCHECK_SCALE")) {
     n = static_cast<std::size_t>(static_cast<double>(n) * std::atof(scale));
   }

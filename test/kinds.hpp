@@ -1,13 +1,43 @@
-// What the pool tests share: the pool kinds each case runs against, and byte patterns.
+// What the tests share: the kinds each case runs against (POOLS, GATES), whether a sanitizer is
+// on (the one place that asks), and byte patterns.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
+#include "sluice/gate.hpp"
 #include "sluice/pool.hpp"
 
+// SLUICE_TEST_SANITIZED: built with AddressSanitizer or ThreadSanitizer (GCC defines the
+// __SANITIZE_* macros, Clang answers __has_feature). SLUICE_TEST_TSAN: ThreadSanitizer alone.
+#if defined(__SANITIZE_THREAD__)
+#define SLUICE_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SLUICE_TEST_TSAN 1
+#endif
+#endif
+#if defined(SLUICE_TEST_TSAN) || defined(__SANITIZE_ADDRESS__)
+#define SLUICE_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SLUICE_TEST_SANITIZED 1
+#endif
+#endif
+
 namespace sluice_test {
+
+#ifdef SLUICE_TEST_SANITIZED
+inline constexpr bool sanitized = true;  // slower by several times: cases scale down
+#else
+inline constexpr bool sanitized = false;
+#endif
+#ifdef SLUICE_TEST_TSAN
+inline constexpr bool thread_sanitized = true;
+#else
+inline constexpr bool thread_sanitized = false;
+#endif
 
 // sluice::pool with its thread caches off: the shared lock-free stacks alone.
 struct uncached_pool : sluice::pool {
@@ -37,3 +67,4 @@ inline std::size_t first_difference(std::span<const std::byte> bytes, std::uint6
 }  // namespace sluice_test
 
 #define POOLS sluice::pool, sluice_test::uncached_pool, sluice::mutex_pool
+#define GATES sluice::gate, sluice::mutex_gate
