@@ -43,8 +43,11 @@
 #include "sluice/gate.hpp"
 #include "sluice/pool.hpp"
 #include "sluice/pool_resource.hpp"
+#include "tables.hpp"
 
 namespace {
+
+using namespace fuzz_tables;  // the value tables and where each kind of operation begins
 
 using sluice::buffer;
 using sluice::gate_limit;
@@ -52,10 +55,6 @@ using sluice::pool_options;
 using sluice::pool_stats;
 using sluice::pressure;
 
-constexpr std::size_t size_max = std::numeric_limits<std::size_t>::max();
-constexpr std::size_t ptrdiff_max = static_cast<std::size_t>(PTRDIFF_MAX);
-constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min();
-constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
 
 constexpr std::size_t max_alloc = std::size_t{8} << 20;  // the largest size ever allocated
 constexpr std::size_t budget = std::size_t{24} << 20;    // per pool: retained + held bytes
@@ -120,38 +119,6 @@ class reader {
   const std::uint8_t* p_;
   std::size_t n_;
 };
-
-// Sizes: class sizes and their neighbours, off-class values, the default ceiling's edges, and
-// huge values (only ever allocated where the allocation must throw).
-constexpr std::size_t size_table[] = {
-    0, 1, 2, 15, 16, 17, 19, 20, 21, 28, 29, 32, 33, 100, 112, 127, 128, 129, 980, 1000, 1023,
-    1024, 1025, 4095, 4096, 4097, 16384, 16385, 65536, 131072, (1 << 20) - 1, 1 << 20,
-    (1 << 20) + 1, (4 << 20) - 1, 4 << 20, (4 << 20) + 1, 5 << 20,
-    std::size_t{1} << 32, std::size_t{1} << 40, std::size_t{1} << 47, std::size_t{1} << 62,
-    ptrdiff_max, ptrdiff_max + 1, std::size_t{7} << 61, (std::size_t{7} << 61) + 1,
-    size_max - 1, size_max};
-constexpr std::size_t size_table_count = std::size(size_table);
-
-constexpr std::size_t ceiling_table[] = {
-    0, 1, 5, 15, 16, 17, 20, 21, 100, 1000, 1024, 4096, 65536, 1 << 20, 3000000, 4 << 20,
-    (4 << 20) + 1, std::size_t{1} << 32, std::size_t{1} << 40, ptrdiff_max, ptrdiff_max + 1,
-    std::size_t{7} << 61, size_max - 1, size_max};
-
-// Bounds: 0, the sizes where thread caches begin (64) and grow (bound / 16 buffers, places of the
-// bound in batches of half that), and the top.
-constexpr std::size_t bound_table[] = {0,    1,    2,       3,           15,           16,
-                                       17,   31,   32,      33,          48,           63,
-                                       64,   65,   95,      96,          127,          128,
-                                       1023, 1024, 2048,    1 << 20,     size_max / 2, size_max - 1,
-                                       size_max};
-
-constexpr std::int64_t cap_table[] = {i64_min, i64_min + 1, -(std::int64_t{1} << 32), -gate_limit - 1,
-                                      -gate_limit, -2, -1, 0, 1, 2, 3, 4, 5, 8, 10, 100, 1000,
-                                      gate_limit - 2, gate_limit - 1, gate_limit, gate_limit + 1,
-                                      std::int64_t{1} << 31, (std::int64_t{1} << 32) - 1,
-                                      std::int64_t{1} << 32, (std::int64_t{1} << 32) + 1,
-                                      (std::int64_t{1} << 32) + 5, std::int64_t{1} << 33,
-                                      std::int64_t{1} << 62, i64_max - 1, i64_max};
 
 std::size_t pick_size(reader& r, std::size_t ceiling) {
   const std::uint8_t s = r.byte();
@@ -802,11 +769,11 @@ void run(reader& r) {
 
   for (op_index = 0; op_index < max_ops && !r.empty(); ++op_index) {
     const std::uint8_t op = r.byte();
-    if (op >= 192) {
+    if (op >= gate_ops) {
       gate_op(gs, r, op);
       continue;
     }
-    if (op >= 176) {
+    if (op >= resource_ops) {
       resource_op(rs, r, op);
       continue;
     }

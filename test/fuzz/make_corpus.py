@@ -2,31 +2,42 @@
 """Writes the seed corpus of the differential fuzz target (test/fuzz/corpus/), one file per area.
 
 The encoding is differential.cpp's decoder: a header (bound, ceiling, enabled, gate cap), then one
-byte per call and its arguments. Values come from the decoder's tables by index, or raw. Run it
+byte per call and its arguments. Values come from the decoder's tables by index, or raw; the
+tables are read from tables.hpp (compiled with $CXX, default c++), never copied here. Run it
 again after changing the decoder's tables, and commit what it writes.
 """
+import json
 import os
 import struct
+import subprocess
 import sys
+import tempfile
 
 SIZE_MAX = 2**64 - 1
 PTRDIFF_MAX = 2**63 - 1
 GATE_LIMIT = 2**31 - 1
 I64_MIN, I64_MAX = -2**63, 2**63 - 1
 
-# The decoder's tables, in its order.
-SIZES = [0, 1, 2, 15, 16, 17, 19, 20, 21, 28, 29, 32, 33, 100, 112, 127, 128, 129, 980, 1000,
-         1023, 1024, 1025, 4095, 4096, 4097, 16384, 16385, 65536, 131072, 2**20 - 1, 2**20,
-         2**20 + 1, 4 * 2**20 - 1, 4 * 2**20, 4 * 2**20 + 1, 5 * 2**20, 2**32, 2**40, 2**47, 2**62,
-         PTRDIFF_MAX, PTRDIFF_MAX + 1, 7 * 2**61, 7 * 2**61 + 1, SIZE_MAX - 1, SIZE_MAX]
-CEILINGS = [0, 1, 5, 15, 16, 17, 20, 21, 100, 1000, 1024, 4096, 65536, 2**20, 3000000, 4 * 2**20,
-            4 * 2**20 + 1, 2**32, 2**40, PTRDIFF_MAX, PTRDIFF_MAX + 1, 7 * 2**61, SIZE_MAX - 1,
-            SIZE_MAX]
-BOUNDS = [0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 95, 96, 127, 128, 1023, 1024, 2048,
-          2**20, SIZE_MAX // 2, SIZE_MAX - 1, SIZE_MAX]
-CAPS = [I64_MIN, I64_MIN + 1, -2**32, -GATE_LIMIT - 1, -GATE_LIMIT, -2, -1, 0, 1, 2, 3, 4, 5, 8,
-        10, 100, 1000, GATE_LIMIT - 2, GATE_LIMIT - 1, GATE_LIMIT, GATE_LIMIT + 1, 2**31,
-        2**32 - 1, 2**32, 2**32 + 1, 2**32 + 5, 2**33, 2**62, I64_MAX - 1, I64_MAX]
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def decoder_tables():
+    """The decoder's tables, from tables.hpp itself: print_tables.cpp compiled and run."""
+    cxx = os.environ.get('CXX', 'c++')
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, 'print_tables')
+        subprocess.run([cxx, '-std=c++20', '-I', os.path.join(ROOT, 'include'), '-I', HERE,
+                        os.path.join(HERE, 'print_tables.cpp'), '-o', exe], check=True)
+        return json.loads(subprocess.run([exe], check=True, capture_output=True, text=True).stdout)
+
+
+TABLES = decoder_tables()
+SIZES = [v % 2**64 for v in TABLES['sizes']]  # printed as signed 64-bit
+CEILINGS = [v % 2**64 for v in TABLES['ceilings']]
+BOUNDS = [v % 2**64 for v in TABLES['bounds']]
+CAPS = TABLES['caps']
+RESOURCE_OPS, GATE_OPS = TABLES['resource_ops'], TABLES['gate_ops']
 
 
 def size(v):
@@ -93,24 +104,24 @@ def rebuild(b, c, enabled=True): return [12] + bound(b) + ceiling(c) + [1 if ena
 
 
 # Gate calls.
-def submit(k=1, hundreds=False): return [192, k - 1, 0 if hundreds else 1]
-def done(k=1): return [193, k - 1]
-def admit(): return [194]
-def read(): return [195]
-def set_cap(v): return [196] + cap(v)
-def adjust(p, max_cap): return [197, {'ok': 0, 'soft': 1, 'hard': 2}[p]] + cap(max_cap)
-def permit(): return [198]
-def adopt(): return [199]
-def release(i=0): return [200, i]
-def move_permit(i, j): return [201, i, j]
-def destroy_permit(i=0): return [202, i]
-def new_gate(v): return [203] + cap(v)
+def submit(k=1, hundreds=False): return [GATE_OPS, k - 1, 0 if hundreds else 1]
+def done(k=1): return [GATE_OPS + 1, k - 1]
+def admit(): return [GATE_OPS + 2]
+def read(): return [GATE_OPS + 3]
+def set_cap(v): return [GATE_OPS + 4] + cap(v)
+def adjust(p, max_cap): return [GATE_OPS + 5, {'ok': 0, 'soft': 1, 'hard': 2}[p]] + cap(max_cap)
+def permit(): return [GATE_OPS + 6]
+def adopt(): return [GATE_OPS + 7]
+def release(i=0): return [GATE_OPS + 8, i]
+def move_permit(i, j): return [GATE_OPS + 9, i, j]
+def destroy_permit(i=0): return [GATE_OPS + 10, i]
+def new_gate(v): return [GATE_OPS + 11] + cap(v)
 
 
-# The resources (pool_resource and mutex_pool_resource over the same options), ops 176-191.
-def allocate(n, align=8): return [176] + size(n) + [align.bit_length() - 1]
-def deallocate(i=0): return [178, i]
-def resource_trim(): return [179]
+# The resources (pool_resource and mutex_pool_resource over the same options).
+def allocate(n, align=8): return [RESOURCE_OPS] + size(n) + [align.bit_length() - 1]
+def deallocate(i=0): return [RESOURCE_OPS + 2, i]
+def resource_trim(): return [RESOURCE_OPS + 3]
 
 
 def seq(*parts):
