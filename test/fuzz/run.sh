@@ -29,7 +29,7 @@ fi
 
 bin=$work/differential
 sources=(lib/*.cpp test/fuzz/differential.cpp)
-if [[ ! -x $bin ]] || [[ -n $(find include lib test/fuzz/differential.cpp test/fuzz/tables.hpp test/fuzz/run.sh -newer "$bin" -type f | head -1) ]]; then
+if [[ ! -x $bin ]] || [[ -n $(find include lib test/fuzz/differential.cpp test/fuzz/*.hpp test/fuzz/run.sh -newer "$bin" -type f | head -1) ]]; then
   echo "fuzz_differential: building with $cxx"
   start=$SECONDS
   "$cxx" -std=c++20 -O1 -gline-tables-only -pthread -Wall -Wextra \

@@ -1,0 +1,195 @@
+// sluice::gate and mutex_gate, with permits of both, held to each other and to the contract.
+// A part of the differential fuzz target (differential.cpp, its only includer).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <memory_resource>
+#include <new>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "check.hpp"
+#include "decoder.hpp"
+#include "spec.hpp"
+#include "sluice/gate.hpp"
+
+namespace fuzz {
+
+using sluice::gate_limit;
+using sluice::pressure;
+
+// ---- the gates ----------------------------------------------------------------------------
+
+struct permits {
+  sluice::permit<sluice::gate> g;
+  sluice::permit<sluice::mutex_gate> m;
+  bool spec = false;
+};
+
+struct gates {
+  std::unique_ptr<sluice::gate> g;
+  std::unique_ptr<sluice::mutex_gate> m;
+  std::int64_t spec_cap = 1, spec_in = 0;
+  std::vector<permits> ps;  // destroyed before the gates they refer to (see build)
+
+  void build(std::int64_t cap) {
+    ps.clear();
+    g = std::make_unique<sluice::gate>(cap);
+    m = std::make_unique<sluice::mutex_gate>(cap);
+    spec_cap = spec_clamp(cap);
+    spec_in = 0;
+  }
+  ~gates() { ps.clear(); }
+
+  void spec_submit() { spec_in = std::min(spec_in + 1, gate_limit); }
+  void spec_done() {
+    if (spec_in > 0) --spec_in;
+  }
+  bool spec_admit() {
+    if (spec_in >= spec_cap) return false;
+    ++spec_in;
+    return true;
+  }
+  void spec_release(permits& p) {
+    if (p.spec) spec_done();
+    p.spec = false;
+  }
+
+  void check() const {
+    SAME(g->in_flight(), spec_in);
+    SAME(m->in_flight(), spec_in);
+    SAME(g->cap(), spec_cap);
+    SAME(m->cap(), spec_cap);
+    SAME(g->has_capacity(), spec_in < spec_cap);
+    SAME(m->has_capacity(), spec_in < spec_cap);
+    for (const permits& p : ps) {
+      SAME(static_cast<bool>(p.g), p.spec);
+      SAME(static_cast<bool>(p.m), p.spec);
+    }
+  }
+};
+
+inline void gate_op(gates& gs, reader& r, std::uint8_t op) {
+  switch (op % 12) {
+    case 0: {
+      const int few = 1 + r.byte() % 8;
+      const int k = r.byte() % 4 == 0 ? few * 100 : few;
+      TRACE("gate: note_submitted x%d\n", k);
+      for (int i = 0; i < k; ++i) {
+        gs.g->note_submitted();
+        gs.m->note_submitted();
+        gs.spec_submit();
+      }
+      break;
+    }
+    case 1: {
+      const int k = 1 + r.byte() % 8;
+      TRACE("gate: note_done x%d\n", k);
+      for (int i = 0; i < k; ++i) {
+        gs.g->note_done();
+        gs.m->note_done();
+        gs.spec_done();
+      }
+      break;
+    }
+    case 2: {
+      TRACE("gate: try_admit\n");
+      const bool a = gs.g->try_admit(), b = gs.m->try_admit(), s = gs.spec_admit();
+      SAME(a, s);
+      SAME(b, s);
+      break;
+    }
+    case 3: {
+      TRACE("gate: has_capacity, in_flight, cap\n");
+      SAME(gs.g->has_capacity(), gs.m->has_capacity());
+      SAME(gs.g->in_flight(), gs.m->in_flight());
+      SAME(gs.g->cap(), gs.m->cap());
+      break;
+    }
+    case 4: {
+      const std::int64_t c = pick_cap(r);
+      TRACE("gate: set_cap(%lld)\n", static_cast<long long>(c));
+      gs.g->set_cap(c);
+      gs.m->set_cap(c);
+      gs.spec_cap = spec_clamp(c);
+      break;
+    }
+    case 5: {
+      const auto p = static_cast<pressure>(r.byte() % 3);
+      const std::int64_t max_cap = pick_cap(r);
+      TRACE("gate: adjust(%d, %lld)\n", static_cast<int>(p), static_cast<long long>(max_cap));
+      gs.g->adjust(p, max_cap);
+      gs.m->adjust(p, max_cap);
+      gs.spec_cap = p == pressure::ok ? spec_clamp(std::min(gs.spec_cap + 1, max_cap))
+                                      : spec_clamp(gs.spec_cap - 1);
+      break;
+    }
+    case 6: {  // a permit by try_admit
+      if (gs.ps.size() >= max_permits) break;
+      TRACE("gate: permit{g}\n");
+      permits p{sluice::permit<sluice::gate>{*gs.g}, sluice::permit<sluice::mutex_gate>{*gs.m}, false};
+      p.spec = gs.spec_admit();
+      gs.ps.push_back(std::move(p));
+      break;
+    }
+    case 7: {  // a counted submission taken over by a permit
+      if (gs.ps.size() >= max_permits) break;
+      TRACE("gate: note_submitted + permit{g, adopt_lock}\n");
+      gs.g->note_submitted();
+      gs.m->note_submitted();
+      gs.spec_submit();
+      gs.ps.push_back({sluice::permit<sluice::gate>{*gs.g, std::adopt_lock},
+                       sluice::permit<sluice::mutex_gate>{*gs.m, std::adopt_lock}, true});
+      break;
+    }
+    case 8: {  // release
+      const std::uint8_t x = r.byte();
+      if (gs.ps.empty()) break;
+      permits& p = gs.ps[x % gs.ps.size()];
+      TRACE("gate: permit.release()\n");
+      p.g.release();
+      p.m.release();
+      gs.spec_release(p);
+      break;
+    }
+    case 9: {  // move-assign, self-move included
+      const std::uint8_t x = r.byte(), y = r.byte();
+      if (gs.ps.empty()) break;
+      const std::size_t i = x % gs.ps.size(), j = y % gs.ps.size();
+      TRACE("gate: permit[%zu] = move(permit[%zu])\n", i, j);
+      permits& a = gs.ps[i];
+      permits& b = gs.ps[j];
+      a.g = std::move(b.g);
+      a.m = std::move(b.m);
+      if (i != j) {
+        gs.spec_release(a);
+        a.spec = std::exchange(b.spec, false);
+      }
+      break;
+    }
+    case 10: {  // destroy one
+      const std::uint8_t x = r.byte();
+      if (gs.ps.empty()) break;
+      const std::size_t i = x % gs.ps.size();
+      TRACE("gate: ~permit[%zu]\n", i);
+      gs.spec_release(gs.ps[i]);
+      gs.ps.erase(gs.ps.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+    case 11: {
+      const std::int64_t c = pick_cap(r);
+      TRACE("gate: rebuild(%lld)\n", static_cast<long long>(c));
+      gs.build(c);
+      break;
+    }
+  }
+  gs.check();
+}
+
+}  // namespace fuzz
