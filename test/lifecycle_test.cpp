@@ -76,8 +76,9 @@ TEST_CASE_TEMPLATE("a thread's own calls after another thread's trim find its ca
       {"enabled", [](P& p) { (void)p.enabled(); }},
       {"set_enabled(true)", [](P& p) { p.set_enabled(true); }},
   };
-  for (const auto& [name, first_call] : calls) {
-    const std::string call = name;
+  for (const auto& entry : calls) {
+    const std::string call = entry.first;
+    const auto& first_call = entry.second;  // not a structured binding: Clang 14 cannot capture one
     CAPTURE(call);
     P p;
     latch cached, trimmed;
