@@ -19,6 +19,7 @@ declare -A sanitize=([plain]=none [tsan]=thread [asan]=address,undefined [clang]
 declare -A compiler=([plain]=g++ [tsan]=g++ [asan]=g++ [clang]=clang++-14 [clang-tsan]=clang++-14)
 compiler_independent='^(consumer|install|dist|fuzz_differential)$'
 status=0
+times=()
 for mode in "${modes[@]}"; do
   dir=build-test-$mode
   start=$SECONDS
@@ -43,7 +44,11 @@ for mode in "${modes[@]}"; do
     status=1
   fi
   echo "$mode: $((SECONDS - start)) s, build included"
+  times+=("$mode $((SECONDS - start)) s")
 done
+
+printf -v joined '%s, ' "${times[@]}"
+echo "modes, each with its build: ${joined%, }"
 
 python3 scripts/count_tests.py "${modes[@]/#/build-test-}" || status=1
 exit $status
