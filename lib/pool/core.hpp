@@ -68,7 +68,9 @@ struct thread_cache {
       magazines;                                // caching is off; owner only
   std::uint32_t cached = 0;                     // buffers in all magazines; owner only
   local_chain free_slots;                       // slots with no buffer; owner only
-  detail::atomic<std::uint32_t> spare{0};       // reserved places not yet used; owner writes
+  // Reserved places not yet used; owner writes. Relaxed at every use: it publishes nothing and
+  // synchronizes with nothing; stats() reads a momentary value and clamps what it derives.
+  detail::atomic<std::uint32_t> spare{0};
   // Odd while the owner pushes a chain to a stack or pops a batch into its cache; trim waits for
   // an odd value to move on (see (P) and (R) in pool.cpp). Owner writes; trim reads it under
   // admin_mutex.
