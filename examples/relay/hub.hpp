@@ -1,21 +1,33 @@
 // relay/hub.hpp: the hub. Every connection gets a pump, a thread that reads its frames into pool
-// buffers and queues each in the destination's mailbox; every rank connection also gets a
-// drain, a thread that writes its mailbox out and retires each buffer the moment its write
-// completes. A sluice::gate bounds the frames in flight (read, not yet written): a pump that
-// finds no capacity stops reading its connection, so a slow receiver slows the senders instead
-// of growing memory. A controller moves the gate's cap by the bytes the hub holds against a
-// budget.
+// buffers and queues each in its destination's outbox; every rank connection also gets a drain,
+// a thread that writes its outbox out and retires each buffer the moment its write completes.
+//
+// Admission is per destination and counted in bytes. Each destination has its own sluice::gate,
+// a window counted in units of 64 KiB whose cap grows to the destination's share of the budget
+// (budget / ranks). A pump reads a frame whole, then waits until the destination's window has
+// room (admit() takes one unit, note_submitted() counts the frame's other units, which may pass
+// the cap), then queues it. So a destination that reads slowly, or not at all, stops only the
+// pumps with frames for it; every other destination goes on. A controller moves every window's
+// cap by the pressure of the traffic's bytes (admitted or being read) against the budget, and
+// trims the pool whenever what it keeps would take the hub's buffers to the budget.
+//
+// Deadlines: a connection must send its hello within io_timeout, and a frame must arrive whole
+// within io_timeout of its first byte; a rank whose writes make no progress for io_timeout is cut
+// off. A connection that fails any check is closed (both directions) and reported; the others
+// are served on.
 //
 // Written once for both pool types: Pool is sluice::pool or sluice::mutex_pool.
 //
-// Shutdown needs no timing: a pump ends at its peer's EOF (or at bad input); when the last of
-// the expected connections' pumps has ended, every mailbox closes; a drain ends when its mailbox
-// is closed and empty, and shuts down its socket's write side, which the rank reads as EOF.
+// Shutdown needs no timing: the hub ends when every rank has connected and its pump has ended
+// (the rank sent EOF, or failed). It then stops accepting, ends the other connections' pumps
+// (their read sides are shut down), closes every outbox, and each drain writes out what its
+// outbox holds and shuts down its socket's write side, which the rank reads as EOF.
 #pragma once
 
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -25,6 +37,8 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <list>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -43,18 +57,34 @@ namespace relay {
 enum class fault { none, flip, drop, dup };
 
 struct hub_options {
-  std::uint32_t ranks = 3;
-  std::uint32_t guests = 0;  // extra connections to accept: ids ranks .. ranks + guests - 1
-  std::size_t budget = std::size_t{16} << 20;  // bytes in flight at which pressure turns hard
-  std::int64_t max_in_flight = 64;              // the gate's cap never rises above this
-  std::chrono::microseconds tick{1000};         // how often the controller adjusts the cap
+  std::uint32_t ranks = 3;                      // ids 0..ranks-1; any id past them is a guest
+  std::size_t budget = std::size_t{16} << 20;   // bytes of buffers at which pressure is hard
+  std::chrono::microseconds tick{1000};         // how often the controller adjusts the windows
+  std::chrono::milliseconds io_timeout{10000};  // the hello; a frame from its first byte; a write
   fault inject = fault::none;
   std::uint64_t inject_at = 0;  // the fault hits this forwarded non-empty data frame (from 0)
 };
 
+// A gate's unit: a frame takes one per 64 KiB of its buffer's capacity, and at least one.
+inline constexpr std::size_t admission_unit = std::size_t{64} << 10;
+inline std::int64_t units_for(std::size_t capacity) noexcept {
+  return static_cast<std::int64_t>(std::max<std::size_t>(1, (capacity + admission_unit - 1) / admission_unit));
+}
+// A body is read into a buffer of at most this much at first, which grows (four times at a
+// step) as bytes arrive: a sender holds about what it has sent, not what it announced.
+inline constexpr std::size_t first_read = admission_unit;
+
+// hard from the budget on, soft from exactly three quarters of it (no rounding), ok below.
+inline sluice::pressure pressure_at(std::int64_t bytes, std::int64_t budget) noexcept {
+  if (bytes >= budget) return sluice::pressure::hard;
+  // 4 * bytes >= 3 * budget, computed without overflow for any budget up to 2^62.
+  if (bytes >= budget / 4 * 3 + (budget % 4 * 3 + 3) / 4) return sluice::pressure::soft;
+  return sluice::pressure::ok;
+}
+
 enum class conn_error_kind {
   bad_hello, duplicate_rank, truncated_header, bad_magic, bad_kind, bad_source, bad_destination,
-  oversize, truncated_payload, reset, read_error, out_of_memory, write_failed, internal
+  oversize, truncated_payload, reset, read_error, timeout, out_of_memory, write_failed, internal
 };
 
 inline const char* to_string(conn_error_kind k) noexcept {
@@ -70,6 +100,7 @@ inline const char* to_string(conn_error_kind k) noexcept {
     case conn_error_kind::truncated_payload: return "truncated payload";
     case conn_error_kind::reset: return "reset";
     case conn_error_kind::read_error: return "read error";
+    case conn_error_kind::timeout: return "timeout";
     case conn_error_kind::out_of_memory: return "out of memory";
     case conn_error_kind::write_failed: return "write failed";
     case conn_error_kind::internal: return "internal";
@@ -85,14 +116,23 @@ struct conn_error {
 };
 
 struct hub_stats {
-  std::uint64_t frames = 0;  // data frames written out
-  std::uint64_t bytes = 0;   // their payload bytes
-  std::int64_t peak_in_flight = 0;
-  std::int64_t cap = 0;
-  std::int64_t min_cap = 0;  // the lowest cap a soft or hard tick left (max_in_flight if none)
-  std::int64_t held = 0;       // payload buffer bytes (capacities) in flight now
+  std::uint64_t connections = 0;   // accepted
+  std::uint64_t frames_in = 0;     // data frames read whole and queued
+  std::uint64_t frames = 0;        // data frames from ranks written out
+  std::uint64_t bytes = 0;         // their payload bytes
+  std::uint64_t guest_frames = 0;  // data frames from guests written out
+  std::int64_t held = 0;           // admitted buffer bytes (capacities) now: queued or being written
   std::int64_t peak_held = 0;
-  std::uint64_t admit_waits = 0;  // frames whose pump had to wait for the gate
+  std::int64_t peak_destination = 0;  // the most any one destination's admitted bytes reached
+  std::int64_t largest_frame = 0;     // the largest buffer capacity admitted
+  std::int64_t share = 0;             // each destination's share of the budget
+  std::int64_t reading = 0;           // buffer bytes of frames read but not yet admitted
+  std::int64_t peak_reading = 0;
+  std::int64_t peak_footprint = 0;    // the most held + reading + retained a tick saw
+  std::uint64_t trims = 0;            // ticks that trimmed the pool
+  std::int64_t window_max = 0;        // each window's highest cap, in units
+  std::int64_t min_window = 0;        // the lowest cap a soft or hard tick left
+  std::uint64_t admit_waits = 0;      // frames whose pump had to wait for their window
   std::uint64_t ticks_ok = 0, ticks_soft = 0, ticks_hard = 0;
 };
 
@@ -115,12 +155,12 @@ class hub {
   hub(const hub_options& options, const sluice::pool_options& pool_options)
       : options_(options),
         ceiling_(pool_options.ceiling),
+        share_(static_cast<std::int64_t>(options.budget / options.ranks)),
+        window_max_(std::max<std::int64_t>(1, share_ / static_cast<std::int64_t>(admission_unit))),
         pool_(pool_options),
-        gate_(1),  // slow start: ok ticks raise the cap, so the budget holds from the first frame
-        mailboxes_(options.ranks),
+        outboxes_(options.ranks),
         rank_connected_(options.ranks, false),
-        open_pumps_(options.ranks + options.guests),
-        min_cap_(options.max_in_flight) {
+        min_window_(window_max_) {
     listen_fd_ = listen_loopback(port_);
   }
 
@@ -141,7 +181,7 @@ class hub {
     controller_ = std::thread([this] { control_loop(); });
   }
 
-  // Returns once every expected connection has been served and closed.
+  // Returns once every rank has been served and every connection closed.
   void join() {
     if (acceptor_.joinable()) acceptor_.join();
     {
@@ -153,44 +193,77 @@ class hub {
   }
 
   [[nodiscard]] hub_stats stats() const noexcept {
+    constexpr auto r = std::memory_order_relaxed;
     hub_stats s;
-    s.frames = frames_.load(std::memory_order_relaxed);
-    s.bytes = bytes_.load(std::memory_order_relaxed);
-    s.peak_in_flight = peak_in_flight_.load(std::memory_order_relaxed);
-    s.cap = gate_.cap();
-    s.min_cap = min_cap_.load(std::memory_order_relaxed);
-    s.held = held_.load(std::memory_order_relaxed);
-    s.peak_held = peak_held_.load(std::memory_order_relaxed);
-    s.admit_waits = admit_waits_.load(std::memory_order_relaxed);
-    s.ticks_ok = ticks_[0].load(std::memory_order_relaxed);
-    s.ticks_soft = ticks_[1].load(std::memory_order_relaxed);
-    s.ticks_hard = ticks_[2].load(std::memory_order_relaxed);
+    s.connections = connections_.load(r);
+    s.frames_in = frames_in_.load(r);
+    s.frames = frames_.load(r);
+    s.bytes = bytes_.load(r);
+    s.guest_frames = guest_frames_.load(r);
+    s.held = held_.load(r);
+    s.peak_held = peak_held_.load(r);
+    s.peak_destination = peak_destination_.load(r);
+    s.largest_frame = largest_frame_.load(r);
+    s.share = share_;
+    s.reading = reading_.now.load(r);
+    s.peak_reading = reading_.peak.load(r);
+    s.peak_footprint = peak_footprint_.load(r);
+    s.window_max = window_max_;
+    s.min_window = min_window_.load(r);
+    s.admit_waits = admit_waits_.load(r);
+    s.trims = trims_.load(r);
+    s.ticks_ok = ticks_[0].load(r);
+    s.ticks_soft = ticks_[1].load(r);
+    s.ticks_hard = ticks_[2].load(r);
     return s;
   }
 
   [[nodiscard]] std::vector<conn_error> errors() const {
-    std::lock_guard lk(errors_mu_);
+    std::lock_guard lk(mu_);
     return errors_;
   }
 
  private:
-  // One frame in flight: it holds one admission of the gate and the frame's pool buffer. It
-  // gives both back exactly once, when released or destroyed, whichever path it took (written,
-  // dropped, or abandoned because its connection failed mid-frame).
+  // One accepted connection, as the pump, the drain and the hub's ending see it. The socket
+  // closes when the last of them lets go.
+  struct link {
+    link(int fd, std::size_t index) noexcept : fd(fd), index(index) {}
+    link(const link&) = delete;
+    link& operator=(const link&) = delete;
+    ~link() { ::close(fd); }
+
+    const int fd;
+    const std::size_t index;       // accept order
+    std::int64_t id = -1;          // set once its hello is valid
+    bool rank = false;             // guarded by mu_
+    std::atomic<bool> failed{false};  // reported and closed: the drain reports no more
+  };
+
+  // A counter of bytes with its peak.
+  struct gauge {
+    std::atomic<std::int64_t> now{0}, peak{0};
+    std::int64_t add(std::int64_t n) noexcept {
+      const std::int64_t v = now.fetch_add(n, std::memory_order_relaxed) + n;
+      detail::raise_to(peak, v);
+      return v;
+    }
+  };
+
+  // One frame in flight: its header, its body, and the units of its destination's window it
+  // holds. It gives the buffer and the units back exactly once, when released or destroyed,
+  // whichever path it took (written, dropped, or abandoned).
   class parcel {
    public:
-    parcel(hub& h, const header& head) noexcept : head(head), hub_(&h) {}
+    parcel(hub& h, const header& head, sluice::buffer body, std::int64_t units) noexcept
+        : head(head), body(std::move(body)), hub_(&h), units_(units) {}
     parcel(parcel&& other) noexcept
-        : head(other.head), body(std::move(other.body)), hub_(std::exchange(other.hub_, nullptr)) {}
+        : head(other.head), body(std::move(other.body)), hub_(std::exchange(other.hub_, nullptr)),
+          units_(other.units_) {}
     parcel& operator=(parcel&&) = delete;
     ~parcel() { release(); }
 
-    void hold(sluice::buffer b) noexcept {
-      body = std::move(b);
-      hub_->note_held(static_cast<std::int64_t>(body.capacity()));
-    }
     void release() noexcept {
-      if (hub_ != nullptr) std::exchange(hub_, nullptr)->give_back(std::move(body));
+      if (hub_ != nullptr) std::exchange(hub_, nullptr)->give_back(head.destination, std::move(body), units_);
     }
 
     header head;
@@ -198,11 +271,14 @@ class hub {
 
    private:
     hub* hub_;
+    std::int64_t units_;
   };
 
-  // The queue between the pumps and one destination's drain.
-  class mailbox {
+  // What the pumps hand one destination's drain: a queue, and the window that bounds it.
+  class outbox {
    public:
+    outbox() : window(1) {}  // slow start: ok ticks open the window to its share
+
     void push(parcel&& p) {
       {
         std::lock_guard lk(mu_);
@@ -210,7 +286,7 @@ class hub {
       }
       cv_.notify_one();
     }
-    // The next parcel, or nothing once the mailbox is closed and empty.
+    // The next parcel, or nothing once the outbox is closed and empty.
     std::optional<parcel> pop() {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] { return !queue_.empty() || closed_; });
@@ -227,6 +303,10 @@ class hub {
       cv_.notify_all();
     }
 
+    sluice::gate window;  // units of admission_unit admitted for this destination
+    gauge held;           // the capacities of its parcels
+    std::atomic<bool> cut_off{false};  // its rank's connection failed: nothing more is queued
+
    private:
     std::mutex mu_;
     std::condition_variable cv_;
@@ -234,226 +314,327 @@ class hub {
     bool closed_ = false;
   };
 
-  // ---- the gate and the bytes held ----
+  // ---- admission and the bytes held ----
 
-  // Blocks the calling pump until the gate admits one more frame.
-  void admit() {
-    if (!gate_.try_admit()) {
+  // Blocks the calling pump until the frame's destination has room, then counts all the
+  // frame's units there: one through admit(), which waits while the window is full, the rest
+  // through note_submitted(), which never refuses. So a window passes its cap by at most one
+  // frame, and a frame larger than the whole window still goes, alone.
+  parcel admit(const header& h, sluice::buffer body) {
+    outbox& to = outboxes_[h.destination];
+    const std::int64_t units = units_for(body.capacity());
+    if (!to.window.try_admit()) {
       admit_waits_.fetch_add(1, std::memory_order_relaxed);
-      gate_.admit();  // woken by give_back's note_done, or by the control loop raising the cap
+      to.window.admit();  // woken by give_back's note_done, or by the controller opening it
     }
-    detail::raise_to(peak_in_flight_, gate_.in_flight());
+    for (std::int64_t u = 1; u < units; ++u) to.window.note_submitted();
+    const auto capacity = static_cast<std::int64_t>(body.capacity());
+    detail::raise_to(peak_destination_, to.held.add(capacity));
+    detail::raise_to(peak_held_, held_.fetch_add(capacity, std::memory_order_relaxed) + capacity);
+    detail::raise_to(largest_frame_, capacity);
+    return parcel(*this, h, std::move(body), units);
   }
 
-  void note_held(std::int64_t bytes) noexcept {
-    detail::raise_to(peak_held_, held_.fetch_add(bytes, std::memory_order_relaxed) + bytes);
-  }
-
-  // The buffer goes back to the pool before the admission does, so the pump that the admission
-  // wakes finds it there.
-  void give_back(sluice::buffer&& b) noexcept {
-    held_.fetch_sub(static_cast<std::int64_t>(b.capacity()), std::memory_order_relaxed);
+  // The buffer goes back to the pool before the units do, so the pump that they wake finds it
+  // there.
+  void give_back(std::uint32_t destination, sluice::buffer&& b, std::int64_t units) noexcept {
+    const auto capacity = static_cast<std::int64_t>(b.capacity());
+    outboxes_[destination].held.add(-capacity);
+    held_.fetch_sub(capacity, std::memory_order_relaxed);
     pool_.retire(std::move(b));
-    gate_.note_done();
+    for (std::int64_t u = 0; u < units; ++u) outboxes_[destination].window.note_done();
   }
 
   void control_loop() {
     std::unique_lock lk(control_mu_);
     const auto budget = static_cast<std::int64_t>(options_.budget);
     while (!control_cv_.wait_for(lk, options_.tick, [&] { return stopping_; })) {
-      const std::int64_t held = held_.load(std::memory_order_relaxed);
-      const sluice::pressure p = held >= budget           ? sluice::pressure::hard
-                                 : held >= budget / 4 * 3 ? sluice::pressure::soft
-                                                          : sluice::pressure::ok;
+      // The traffic's bytes move the windows; what the pool keeps is given up first, trimmed
+      // whenever it would take the whole footprint to the budget.
+      const std::int64_t traffic = held_.load(std::memory_order_relaxed) +
+                                   reading_.now.load(std::memory_order_relaxed);
+      const std::int64_t footprint =
+          traffic + static_cast<std::int64_t>(pool_.stats().retained_bytes);
+      detail::raise_to(peak_footprint_, footprint);
+      if (footprint >= budget) {
+        pool_.trim();
+        trims_.fetch_add(1, std::memory_order_relaxed);
+      }
+      const sluice::pressure p = pressure_at(traffic, budget);
       ticks_[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
-      gate_.adjust(p, options_.max_in_flight);
-      const std::int64_t after = gate_.cap();
-      if (p != sluice::pressure::ok) detail::lower_to(min_cap_, after);
+      for (outbox& o : outboxes_) {
+        o.window.adjust(p, window_max_);
+        if (p != sluice::pressure::ok) detail::lower_to(min_window_, o.window.cap());
+      }
     }
   }
 
   // ---- connections ----
 
   void accept_loop() {
-    std::vector<std::thread> served;
-    const std::size_t expected = std::size_t{options_.ranks} + options_.guests;
-    for (std::size_t index = 0; index < expected; ++index) {
+    std::list<std::thread> served;
+    for (std::size_t index = 0;; ++index) {
       int fd = -1;
       do {
         fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      } while (fd < 0 && errno == EINTR);
+      } while (fd < 0 && (errno == EINTR || errno == ECONNABORTED));
       if (fd < 0) {
-        fail(index, -1, conn_error_kind::internal,
-             std::string("accept failed: ") + std::strerror(errno));
-        for (; index < expected; ++index) pump_finished();  // they will never come
+        std::unique_lock lk(mu_);
+        if (!ending_) {  // not the hub's own shutdown of the listening socket
+          const int e = errno;
+          lk.unlock();
+          fail_unlinked(index, conn_error_kind::internal,
+                        std::string("accept failed, accepting no more: ") + std::strerror(e));
+        }
         break;
+      }
+      connections_.fetch_add(1, std::memory_order_relaxed);
+      auto l = std::make_shared<link>(fd, index);
+      {
+        std::lock_guard lk(mu_);
+        if (ending_) continue;  // came after the ranks were done: nothing to serve it for
+        links_.push_back(l);
       }
       set_nodelay(fd);
       try {
-        served.emplace_back([this, fd, index] { serve(fd, index); });
+        served.emplace_back([this, l] { serve(*l); });
       } catch (const std::exception& e) {
-        fail(index, -1, conn_error_kind::internal, std::string("no thread: ") + e.what());
-        ::close(fd);
-        pump_finished();
+        fail(*l, conn_error_kind::internal, std::string("no thread: ") + e.what());
+        unlink(*l);
       }
     }
-    ::close(listen_fd_);
-    listen_fd_ = -1;
     for (auto& t : served) t.join();
+    for (auto& o : outboxes_) o.close();  // no pump is left: what is queued is all there is
+    for (auto& t : drains_) t.join();
   }
 
-  void serve(int fd, std::size_t index) {
-    std::int64_t id = -1;
-    std::thread drain_thread;
+  void serve(link& l) {
     try {
       std::array<std::byte, hello_bytes> raw;
-      const io_result r = read_exact(fd, raw.data(), raw.size());
+      const io_result r = read_exact_until(l.fd, raw.data(), raw.size(),
+                                           std::chrono::steady_clock::now() + options_.io_timeout);
       std::uint32_t claimed = 0;
       if (r.done < raw.size()) {
-        fail(index, -1, conn_error_kind::bad_hello,
-             "the peer sent " + std::to_string(r.done) + " of the hello's " +
-                 std::to_string(hello_bytes) + " bytes");
-      } else if (!decode_hello(raw.data(), claimed) ||
-                 claimed >= options_.ranks + options_.guests) {
-        fail(index, -1, conn_error_kind::bad_hello, "the hello is not a relay hello");
-      } else if (claimed < options_.ranks && !claim_rank(claimed)) {
-        fail(index, claimed, conn_error_kind::duplicate_rank,
+        if (!ending()) {
+          fail(l, r.error == ETIMEDOUT ? conn_error_kind::timeout : conn_error_kind::bad_hello,
+               "the peer sent " + std::to_string(r.done) + " of the hello's " +
+                   std::to_string(hello_bytes) + " bytes" +
+                   (r.error == ETIMEDOUT ? " in " + std::to_string(options_.io_timeout.count()) + " ms"
+                                         : std::string()));
+        }
+      } else if (!decode_hello(raw.data(), claimed)) {
+        fail(l, conn_error_kind::bad_hello, "the hello is not a relay hello");
+      } else if (claimed < options_.ranks && !claim_rank(l, claimed)) {
+        fail(l, conn_error_kind::duplicate_rank,
              "rank " + std::to_string(claimed) + " is already connected");
       } else {
-        id = claimed;
-        if (claimed < options_.ranks) {
-          drain_thread = std::thread([this, fd, index, claimed] { drain(fd, index, claimed); });
-        }
-        pump(fd, index, claimed);
+        if (claimed >= options_.ranks) l.id = claimed;  // a rank's is set by claim_rank
+        pump(l);
       }
     } catch (const std::exception& e) {
-      fail(index, id, conn_error_kind::internal, e.what());
+      fail(l, conn_error_kind::internal, e.what());
     }
-    pump_finished();
-    if (drain_thread.joinable()) drain_thread.join();
-    ::close(fd);
+    unlink(l);
   }
 
-  bool claim_rank(std::uint32_t r) {
-    std::lock_guard lk(errors_mu_);
+  // Records a rank's connection and starts its drain; false if the rank is already connected.
+  bool claim_rank(link& l, std::uint32_t r) {
+    std::lock_guard lk(mu_);
     if (rank_connected_[r]) return false;
     rank_connected_[r] = true;
+    l.rank = true;
+    l.id = r;  // before the drain, which reads it, starts
+    set_send_timeout(l.fd, options_.io_timeout);
+    // The drain keeps the link (and so the socket) until it ends.
+    drains_.emplace_back([this, keep = find(l), r] { drain(*keep, r); });
     return true;
   }
 
-  void pump_finished() {
-    bool last = false;
-    {
-      std::lock_guard lk(errors_mu_);
-      last = --open_pumps_ == 0;
+  std::shared_ptr<link> find(const link& l) const {  // mu_ held
+    for (const auto& p : links_) {
+      if (p.get() == &l) return p;
     }
-    if (last) {
-      for (auto& m : mailboxes_) m.close();
+    return nullptr;
+  }
+
+  // The pump is done with this connection (a rank's socket stays open for its drain). The
+  // last rank's pump ending ends the hub (see the file's head).
+  void unlink(link& l) {
+    std::lock_guard lk(mu_);
+    std::erase_if(links_, [&](const std::shared_ptr<link>& p) { return p.get() == &l; });
+    if (l.rank && ++ranks_done_ == options_.ranks) {
+      ending_ = true;
+      ::shutdown(listen_fd_, SHUT_RDWR);  // wakes the accept loop
+      for (const auto& p : links_) {
+        if (!p->rank) ::shutdown(p->fd, SHUT_RD);  // its pump reads EOF
+      }
     }
+  }
+
+  bool ending() const {
+    std::lock_guard lk(mu_);
+    return ending_;
   }
 
   // Reads frames from one connection until its peer closes (the normal end) or sends something
   // the hub will not route; then the connection is closed and the others go on.
-  void pump(int fd, std::size_t index, std::uint32_t id) {
-    const auto bad = [&](conn_error_kind kind, std::uint64_t frame, const std::string& what) {
-      fail(index, id, kind, "frame " + std::to_string(frame) + ": " + what);
-    };
+  void pump(link& l) {
+    const auto id = static_cast<std::uint32_t>(l.id);
     for (std::uint64_t n = 0;; ++n) {
+      const auto bad = [&](conn_error_kind kind, const std::string& what) {
+        fail(l, kind, "frame " + std::to_string(n) + ": " + what);
+      };
       std::array<std::byte, header_bytes> raw;
-      io_result r = read_exact(fd, raw.data(), raw.size());
-      if (r.error != 0) {
-        bad(r.error == ECONNRESET ? conn_error_kind::reset : conn_error_kind::read_error, n,
-            std::string(std::strerror(r.error)) + " after " + std::to_string(r.done) + " of " +
-                std::to_string(header_bytes) + " header bytes");
-        return;
+      // No deadline for a frame to begin: a connection may be quiet between frames.
+      io_result r = read_exact(l.fd, raw.data(), 1);
+      const auto deadline = std::chrono::steady_clock::now() + options_.io_timeout;
+      if (r.done == 1) {
+        const io_result rest = read_exact_until(l.fd, raw.data() + 1, raw.size() - 1, deadline);
+        r = {1 + rest.done, rest.error};
       }
-      if (r.done == 0) return;  // the peer closed between frames: the normal end
+      if (r.done == 0 && (r.error == 0 || ending())) return;  // the peer or the hub ended it
       if (r.done < raw.size()) {
-        bad(conn_error_kind::truncated_header, n,
-            "the peer closed after " + std::to_string(r.done) + " of " +
-                std::to_string(header_bytes) + " header bytes");
+        if (r.error == 0 && ending()) return;  // the hub cut it short: nothing to report
+        if (r.error == 0) {
+          bad(conn_error_kind::truncated_header,
+              "the peer closed after " + std::to_string(r.done) + " of " +
+                  std::to_string(header_bytes) + " header bytes");
+        } else {
+          bad(read_error_kind(r.error), std::string(std::strerror(r.error)) + " after " +
+                                            std::to_string(r.done) + " of " +
+                                            std::to_string(header_bytes) + " header bytes");
+        }
         return;
       }
       const header h = decode(raw.data());
       if (h.magic != frame_magic) {
         char hex[16];
         std::snprintf(hex, sizeof hex, "0x%08x", static_cast<unsigned>(h.magic));
-        bad(conn_error_kind::bad_magic, n, std::string("magic ") + hex + " is not a relay frame's");
+        bad(conn_error_kind::bad_magic, std::string("magic ") + hex + " is not a relay frame's");
         return;
       }
       if (!h.is(frame_kind::data) && !(h.is(frame_kind::end) && h.length == 0)) {
-        bad(conn_error_kind::bad_kind, n,
+        bad(conn_error_kind::bad_kind,
             "kind " + std::to_string(h.kind) + " with length " + std::to_string(h.length));
         return;
       }
       if (h.source != id) {
-        bad(conn_error_kind::bad_source, n,
+        bad(conn_error_kind::bad_source,
             "source " + std::to_string(h.source) + " on the connection of " + std::to_string(id));
         return;
       }
       if (h.destination >= options_.ranks || h.destination == id) {
-        bad(conn_error_kind::bad_destination, n,
+        bad(conn_error_kind::bad_destination,
             "destination " + std::to_string(h.destination) + " is not another rank");
         return;
       }
-      if (h.length > ceiling_) {
-        bad(conn_error_kind::oversize, n,
-            "announces " + std::to_string(h.length) + " payload bytes, above the ceiling of " +
-                std::to_string(ceiling_));
+      if (outboxes_[h.destination].cut_off.load(std::memory_order_relaxed)) {
+        bad(conn_error_kind::bad_destination, "rank " + std::to_string(h.destination) +
+                                                  "'s connection has been closed");
         return;
       }
-      admit();  // stops reading this connection while the gate has no capacity
-      parcel p(*this, h);
-      if (h.length != 0) {
-        try {
-          p.hold(pool_.acquire(h.length));
-        } catch (const std::bad_alloc&) {
-          bad(conn_error_kind::out_of_memory, n,
-              "no memory for " + std::to_string(h.length) + " payload bytes");
-          return;
-        }
-        r = read_exact(fd, p.body.data(), h.length);
-        if (r.done < h.length) {  // p gives its buffer and admission back as it goes
-          const std::string where = " after " + std::to_string(r.done) + " of " +
-                                    std::to_string(h.length) + " payload bytes (serial " +
-                                    std::to_string(h.serial) + ")";
-          if (r.error == 0) {
-            bad(conn_error_kind::truncated_payload, n, "the peer closed" + where);
-          } else {
-            bad(r.error == ECONNRESET ? conn_error_kind::reset : conn_error_kind::read_error, n,
-                std::strerror(r.error) + where);
-          }
-          return;
-        }
+      if (h.length > ceiling_) {
+        bad(conn_error_kind::oversize, "announces " + std::to_string(h.length) +
+                                           " payload bytes, above the ceiling of " +
+                                           std::to_string(ceiling_));
+        return;
       }
-      mailboxes_[h.destination].push(std::move(p));
+      std::optional<sluice::buffer> body;
+      try {
+        body = read_body(l, h, deadline);
+      } catch (const std::bad_alloc&) {
+        bad(conn_error_kind::out_of_memory,
+            "no memory for " + std::to_string(h.length) + " payload bytes");
+        return;
+      }
+      if (!body) return;  // reported
+      frames_in_.fetch_add(h.is(frame_kind::data), std::memory_order_relaxed);
+      outboxes_[h.destination].push(admit(h, std::move(*body)));
     }
   }
 
-  // Writes one rank's mailbox to its connection until the mailbox closes.
-  void drain(int fd, std::size_t index, std::uint32_t rank) {
+  // Reads a frame's body whole by the deadline, into a buffer that grows as bytes arrive. Nothing
+  // (the failure reported) if the peer stops short, the read fails or the deadline passes.
+  std::optional<sluice::buffer> read_body(link& l, const header& h,
+                                          std::chrono::steady_clock::time_point deadline) {
+    sluice::buffer body;
+    std::size_t got = 0;
+    // What the pump holds while reading counts as reading_, until admit() takes it over.
+    struct reading_bytes {
+      gauge& g;
+      std::int64_t n = 0;
+      void set(std::int64_t v) noexcept { g.add(v - std::exchange(n, v)); }
+      ~reading_bytes() { g.add(-n); }
+    } counted{reading_};
+    while (got < h.length) {
+      if (got == body.size()) {  // full (or not yet there): a larger buffer, the bytes carried
+        sluice::buffer larger = pool_.acquire(std::min<std::size_t>(
+            h.length, std::max(first_read, 4 * body.size())));
+        if (got != 0) std::memcpy(larger.data(), body.data(), got);
+        counted.set(static_cast<std::int64_t>(larger.capacity()));
+        pool_.retire(std::exchange(body, std::move(larger)));
+      }
+      const io_result r = read_exact_until(l.fd, body.data() + got, body.size() - got, deadline);
+      got += r.done;
+      if (got == body.size()) continue;
+      const std::string where = " after " + std::to_string(got) + " of " +
+                                std::to_string(h.length) + " payload bytes (serial " +
+                                std::to_string(h.serial) + ")";
+      if (r.error == 0 && ending()) {
+        // The hub cut it short: nothing to report.
+      } else if (r.error == 0) {
+        fail(l, conn_error_kind::truncated_payload, "the peer closed" + where);
+      } else {
+        fail(l, read_error_kind(r.error), std::strerror(r.error) + where);
+      }
+      pool_.retire(std::move(body));
+      return std::nullopt;
+    }
+    return body;
+  }
+
+  static conn_error_kind read_error_kind(int error) noexcept {
+    return error == ETIMEDOUT    ? conn_error_kind::timeout
+           : error == ECONNRESET ? conn_error_kind::reset
+                                 : conn_error_kind::read_error;
+  }
+
+  // Writes one rank's outbox to its connection until the outbox closes.
+  void drain(link& l, std::uint32_t rank) {
     bool broken = false;
-    while (std::optional<parcel> p = mailboxes_[rank].pop()) {
-      int copies = 1;
-      if (options_.inject != fault::none && p->head.is(frame_kind::data) && p->head.length != 0 &&
+    while (std::optional<parcel> p = outboxes_[rank].pop()) {
+      int copies = broken ? 0 : 1;
+      if (!broken && options_.inject != fault::none && p->head.is(frame_kind::data) &&
+          p->head.length != 0 &&
           injected_.fetch_add(1, std::memory_order_relaxed) == options_.inject_at) {
         copies = inject(*p);
       }
-      for (int c = 0; c < copies && !broken; ++c) {
+      for (int c = 0; c < copies; ++c) {
         std::array<std::byte, header_bytes> raw;
         encode(p->head, raw.data());
-        if (const int err = write_all(fd, raw, p->body.bytes()); err != 0) {
-          fail(index, rank, conn_error_kind::write_failed,
-               std::string("writing to rank ") + std::to_string(rank) + ": " + std::strerror(err));
-          broken = true;  // keep emptying the mailbox so that admissions come back
-        } else if (p->head.is(frame_kind::data)) {
-          frames_.fetch_add(1, std::memory_order_relaxed);
-          bytes_.fetch_add(p->head.length, std::memory_order_relaxed);
+        if (const int err = write_all(l.fd, raw, p->body.bytes()); err != 0) {
+          if (!l.failed.load(std::memory_order_relaxed)) {
+            fail(l, conn_error_kind::write_failed,
+                 std::string("writing to rank ") + std::to_string(rank) + ": " +
+                     (err == EAGAIN || err == EWOULDBLOCK
+                          ? "no progress in " + std::to_string(options_.io_timeout.count()) + " ms"
+                          : std::string(std::strerror(err))));
+          }
+          broken = true;  // keep emptying the outbox so that admissions come back
+          outboxes_[rank].cut_off.store(true, std::memory_order_relaxed);
+          break;
+        }
+        if (p->head.is(frame_kind::data)) {
+          (p->head.source < options_.ranks ? frames_ : guest_frames_)
+              .fetch_add(1, std::memory_order_relaxed);
+          if (p->head.source < options_.ranks) {
+            bytes_.fetch_add(p->head.length, std::memory_order_relaxed);
+          }
         }
       }
       p->release();  // the write is complete: the buffer goes back to the pool now
     }
-    ::shutdown(fd, SHUT_WR);  // the rank reads EOF: everything for it has been written
+    ::shutdown(l.fd, SHUT_WR);  // the rank reads EOF: everything for it has been written
   }
 
   // Applies the --inject fault to this frame; returns how many times to write it.
@@ -483,33 +664,50 @@ class hub {
     return copies;
   }
 
-  void fail(std::size_t index, std::int64_t id, conn_error_kind kind, std::string message) {
+  // Reports a connection's failure and closes it both ways: its pump reads no more, and a
+  // rank's drain finds its writes failing (and empties its outbox without writing).
+  void fail(link& l, conn_error_kind kind, std::string message) {
+    l.failed.store(true, std::memory_order_relaxed);
+    ::shutdown(l.fd, SHUT_RDWR);
+    report(l.index, l.id, kind, std::move(message));
+  }
+  void fail_unlinked(std::size_t index, conn_error_kind kind, std::string message) {
+    report(index, -1, kind, std::move(message));
+  }
+  void report(std::size_t index, std::int64_t id, conn_error_kind kind, std::string message) {
     std::string who = id < 0                 ? std::string("unidentified")
                       : id < options_.ranks  ? "rank " + std::to_string(id)
                                              : "guest " + std::to_string(id);
     std::fprintf(stderr, "hub: connection %zu (%s): %s: %s; closing this connection\n", index,
                  who.c_str(), to_string(kind), message.c_str());
-    std::lock_guard lk(errors_mu_);
+    std::lock_guard lk(mu_);
     errors_.push_back({index, id, kind, std::move(message)});
   }
 
   const hub_options options_;
   const std::size_t ceiling_;
-  Pool pool_;  // declared before the mailboxes: parcels still queued retire into it
-  sluice::gate gate_;
-  std::vector<mailbox> mailboxes_;
+  const std::int64_t share_;       // each destination's share of the budget, in bytes
+  const std::int64_t window_max_;  // the share in units: every window's highest cap
+  Pool pool_;  // declared before the outboxes: parcels still queued retire into it
+  std::vector<outbox> outboxes_;   // one per rank
 
-  mutable std::mutex errors_mu_;  // guards errors_, rank_connected_, open_pumps_
+  mutable std::mutex mu_;  // guards everything below up to ending_
   std::vector<conn_error> errors_;
+  std::vector<std::shared_ptr<link>> links_;  // connections whose pump runs
   std::vector<bool> rank_connected_;
-  std::size_t open_pumps_;
+  std::vector<std::thread> drains_;
+  std::uint32_t ranks_done_ = 0;  // ranks whose pump has ended
+  bool ending_ = false;           // every rank is done: accept no more, end the other pumps
 
   std::mutex control_mu_;
   std::condition_variable control_cv_;
   bool stopping_ = false;
 
-  std::atomic<std::int64_t> held_{0}, peak_held_{0}, peak_in_flight_{0}, min_cap_;
-  std::atomic<std::uint64_t> frames_{0}, bytes_{0}, admit_waits_{0}, injected_{0};
+  std::atomic<std::int64_t> held_{0}, peak_held_{0}, peak_destination_{0}, largest_frame_{0},
+      peak_footprint_{0}, min_window_;
+  gauge reading_;
+  std::atomic<std::uint64_t> connections_{0}, frames_in_{0}, frames_{0}, bytes_{0},
+      guest_frames_{0}, admit_waits_{0}, injected_{0}, trims_{0};
   std::array<std::atomic<std::uint64_t>, 3> ticks_{};
 
   int listen_fd_ = -1;

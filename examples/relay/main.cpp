@@ -1,7 +1,8 @@
 // relay: frames routed between ranks through a hub over real TCP sockets on 127.0.0.1, the hub
-// reading each frame into a sluice::pool buffer and bounding frames in flight with a
-// sluice::gate whose cap follows the bytes it holds. Every receiver checks every byte and the
-// order per source; the exit status is the verdict. See README.md for the options.
+// reading each frame into a sluice::pool buffer and admitting it through its destination's
+// sluice::gate, a window counted in bytes whose cap follows the hub's memory pressure. Every
+// receiver checks every byte and the order per source; the exit status is the verdict. See
+// README.md for the options.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include <sluice/sluice.hpp>
 
 #include "bad_input.hpp"
+#include "hostile.hpp"
 #include "hub.hpp"
 #include "rank.hpp"
 #include "wire.hpp"
@@ -44,11 +46,12 @@ struct options {
   bool thread_cache = true;
   std::size_t pool_bound = sluice::pool_options{}.bound;
   std::size_t budget = std::size_t{16} << 20;
-  std::int64_t max_in_flight = 64;
+  double io_timeout = 10;    // seconds
   std::uint64_t seed = 1;
   double report_every = -1;  // seconds; -1: every 5 s with --duration, never without
   double timeout = -1;       // seconds; -1: 300, plus the duration
   bool selftest_bad_input = false;
+  bool hostile = false;
   fault inject = fault::none;
   std::uint64_t inject_at = 100;
   double min_hit_rate = 0;   // percent of acquires the pool must answer from retired buffers
@@ -63,15 +66,18 @@ constexpr const char* usage_text =
     "  --pool=lockfree|mutex|off  sluice::pool, sluice::mutex_pool, or a disabled pool\n"
     "  --thread-cache=on|off  sluice::pool's per-thread caches (default on)\n"
     "  --pool-bound=N         the most buffers the pool retains (default 1024)\n"
-    "  --budget=BYTES         bytes the hub may hold in flight before the gate's cap falls\n"
-    "                         (suffix K, M or G; default 16M)\n"
-    "  --max-in-flight=N      the gate's highest cap (default 64)\n"
+    "  --budget=BYTES         the hub's buffer memory at which pressure is hard; each\n"
+    "                         destination's window is its share (suffix K, M or G; default 16M)\n"
+    "  --io-timeout=S         the hub's deadline for a hello, for a frame once it has begun,\n"
+    "                         and for a write to make progress (default 10)\n"
     "  --seed=N               the traffic's seed (sizes and destinations)\n"
     "  --report-every=S       print progress and resident memory every S seconds\n"
     "                         (default 5 with --duration)\n"
     "  --timeout=S            give up (exit 3) after S seconds (default 300 + duration)\n"
     "  --selftest-bad-input   also connect raw clients that send the hub bad input, and check\n"
     "                         that each is reported while the ranks' traffic completes intact\n"
+    "  --hostile              also connect slow, idle, early and non-reading clients, which\n"
+    "                         stay on throughout; the ranks' traffic must still complete\n"
     "  --min-hit-rate=PCT     fail unless the pool answers at least PCT% of acquires\n"
     "  --inject=flip|drop|dup[:K]  make the hub corrupt, lose or repeat its K-th forwarded\n"
     "                         frame (default 100), to see the receivers catch it\n";
@@ -129,6 +135,8 @@ options parse(int argc, char** argv, std::size_t ceiling) {
       std::exit(0);
     } else if (name == "--selftest-bad-input" && !has_value) {
       o.selftest_bad_input = true;
+    } else if (name == "--hostile" && !has_value) {
+      o.hostile = true;
     } else if (!has_value) {
       usage_error("unknown option or missing value: " + std::string(arg));
     } else if (name == "--ranks") {
@@ -164,8 +172,8 @@ options parse(int argc, char** argv, std::size_t ceiling) {
       o.pool_bound = parse_count(name, value, 0, std::uint64_t{1} << 24);
     } else if (name == "--budget") {
       o.budget = parse_count(name, value, 1, std::uint64_t{1} << 40, true);
-    } else if (name == "--max-in-flight") {
-      o.max_in_flight = static_cast<std::int64_t>(parse_count(name, value, 1, 1 << 20));
+    } else if (name == "--io-timeout") {
+      o.io_timeout = parse_seconds(name, value);
     } else if (name == "--seed") {
       o.seed = parse_count(name, value, 0, UINT64_MAX);
     } else if (name == "--report-every") {
@@ -189,6 +197,9 @@ options parse(int argc, char** argv, std::size_t ceiling) {
     } else {
       usage_error("unknown option: " + std::string(arg));
     }
+  }
+  if (o.hostile && o.selftest_bad_input) {
+    usage_error("--hostile and --selftest-bad-input do not combine (both add guests)");
   }
   if (o.report_every < 0) o.report_every = o.duration > 0 ? 5 : 0;
   if (o.timeout < 0) o.timeout = 300 + o.duration;
@@ -267,10 +278,9 @@ int run(const options& o, const sluice::pool_options& pool_options) {
       selftest ? bad_clients(o.ranks) : std::vector<bad_client>{};
 
   hub_options ho;
-  ho.ranks = o.ranks;
-  ho.guests = static_cast<std::uint32_t>(guests.size());
+  ho.ranks = o.ranks + (o.hostile ? 1 : 0);  // --hostile: one more rank, which never reads
   ho.budget = o.budget;
-  ho.max_in_flight = o.max_in_flight;
+  ho.io_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.io_timeout * 1000));
   ho.inject = o.inject;
   ho.inject_at = o.inject_at;
   hub<Pool> h(ho, pool_options);
@@ -284,13 +294,15 @@ int run(const options& o, const sluice::pool_options& pool_options) {
   // meet traffic in full flow.
   ctx.traffic_threshold =
       o.duration > 0 ? 200 : std::clamp<std::uint64_t>(o.frames / 10, 1, 200);
+  // And the ranks hold their end markers (which end the hub) until every bad client is done.
+  ctx.hold_end = selftest;
 
-  std::printf("relay: %u ranks via hub on 127.0.0.1:%u; sizes %s; pool %s; budget %zu bytes; "
-              "gate cap up to %lld\n",
+  std::printf("relay: %u ranks via hub on 127.0.0.1:%u; sizes %s; pool %s; budget %zu bytes%s\n",
               o.ranks, h.port(),
               o.sizes.mixed ? "mixed (0 B .. 1 MiB, mostly small)"
                             : ("fixed " + std::to_string(o.sizes.fixed) + " B").c_str(),
-              pool_name(o).c_str(), o.budget, static_cast<long long>(o.max_in_flight));
+              pool_name(o).c_str(), o.budget,
+              o.hostile ? "; with hostile clients (and a rank that never reads)" : "");
   if (o.duration > 0) {
     std::printf("relay: running for %.0f s\n", o.duration);
   } else {
@@ -306,9 +318,16 @@ int run(const options& o, const sluice::pool_options& pool_options) {
   }
   std::vector<std::unique_ptr<rank_node>> ranks;
   std::vector<std::string> guest_outcomes(guests.size());
-  std::thread guest_runner;
+  std::thread guest_runner, hostile_runner;
+  std::optional<hostile_clients> hostile;
   try {
     h.start();
+    if (o.hostile) {
+      hostile.emplace(h.port(), o.ranks, h.ceiling());
+      hostile->start_early();
+      // The early ones are the hub's first connections: wait until it has accepted both.
+      while (h.stats().connections < 2) std::this_thread::yield();
+    }
     for (std::uint32_t r = 0; r < o.ranks; ++r) {
       const std::uint64_t share = o.frames / o.ranks + (r < o.frames % o.ranks ? 1 : 0);
       ranks.push_back(std::make_unique<rank_node>(ctx, r, share));
@@ -318,7 +337,7 @@ int run(const options& o, const sluice::pool_options& pool_options) {
       guest_runner = std::thread([&] {
         {
           std::unique_lock lk(ctx.mu);
-          ctx.cv.wait(lk, [&] { return ctx.traffic_flowing || ctx.senders_done == o.ranks; });
+          ctx.cv.wait(lk, [&] { return ctx.traffic_flowing || ctx.senders_holding == o.ranks; });
         }
         std::vector<std::thread> clients;
         for (std::size_t i = 0; i < guests.size(); ++i) {
@@ -331,6 +350,23 @@ int run(const options& o, const sluice::pool_options& pool_options) {
           });
         }
         for (auto& t : clients) t.join();
+        {
+          std::lock_guard lk(ctx.mu);
+          ctx.hold_end = false;
+        }
+        ctx.cv.notify_all();
+      });
+    }
+    if (o.hostile) {
+      hostile->start();
+      // The hostile clients stay on until the ranks have sent everything; then the hub, whose
+      // ranks include the non-reader, can end.
+      hostile_runner = std::thread([&] {
+        {
+          std::unique_lock lk(ctx.mu);
+          ctx.cv.wait(lk, [&] { return ctx.senders_done == o.ranks; });
+        }
+        hostile->stop();
       });
     }
   } catch (const std::exception& e) {
@@ -356,12 +392,12 @@ int run(const options& o, const sluice::pool_options& pool_options) {
         const hub_stats hs = h.stats();
         const sluice::pool_stats ps = h.pool().stats();
         std::printf("  t=%5.0f s  frames %10llu (%8.0f/s)  resident %7.1f MiB (peak %7.1f)  "
-                    "pool retains %5zu (%6.1f MiB)  gate cap %3lld, in flight %6.1f MiB\n",
+                    "pool retains %5zu (%6.1f MiB)  admitted %6.1f MiB, reading %6.1f MiB\n",
                     t, static_cast<unsigned long long>(frames),
                     static_cast<double>(frames - last_frames) / o.report_every,
                     proc_status_kib("VmRSS") / 1024.0, proc_status_kib("VmHWM") / 1024.0,
                     ps.retained, mib(static_cast<double>(ps.retained_bytes)),
-                    static_cast<long long>(hs.cap), mib(static_cast<double>(hs.held)));
+                    mib(static_cast<double>(hs.held)), mib(static_cast<double>(hs.reading)));
         std::fflush(stdout);
         last_frames = frames;
         next += every;
@@ -374,6 +410,7 @@ int run(const options& o, const sluice::pool_options& pool_options) {
   const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   for (auto& r : ranks) r->join();
   if (guest_runner.joinable()) guest_runner.join();
+  if (hostile_runner.joinable()) hostile_runner.join();
   h.join();
 
   // ---- the verdict ----
@@ -395,6 +432,12 @@ int run(const options& o, const sluice::pool_options& pool_options) {
   }
   const hub_stats hs = h.stats();
   const std::vector<conn_error> errors = h.errors();
+  // The memory bound the README states: a destination's admitted bytes never pass its share of
+  // the budget, less one unit, plus the one frame admitted last.
+  const std::int64_t bound = std::max<std::int64_t>(hs.window_max - 1, 0) *
+                                 static_cast<std::int64_t>(admission_unit) +
+                             hs.largest_frame;
+
   for (const conn_error& e : errors) {
     if (e.id >= 0 && e.id < o.ranks) {
       std::fprintf(stderr, "relay: FAIL: the hub failed rank %lld's connection\n",
@@ -429,6 +472,12 @@ int run(const options& o, const sluice::pool_options& pool_options) {
     std::printf("selftest: %zu of %zu bad connections reported, each closed on its own\n",
                 reported, guests.size());
   }
+  if (hostile) {
+    std::size_t cut = 0;
+    for (const conn_error& e : errors) cut += e.id < 0 || e.id >= o.ranks;
+    std::printf("hostile: %s; %zu of them cut off by the hub, the rest closed at the end\n",
+                hostile->summary().c_str(), cut);
+  }
 
   const std::uint64_t frames = ctx.frames_received.load();
   const std::uint64_t bytes = ctx.bytes_received.load();
@@ -446,16 +495,23 @@ int run(const options& o, const sluice::pool_options& pool_options) {
               static_cast<unsigned long long>(ps.retired),
               static_cast<unsigned long long>(ps.dropped), ps.retained,
               mib(static_cast<double>(ps.retained_bytes)));
-  std::printf("gate: peak in flight %lld; cap %lld now, %lld lowest under pressure; %llu frames "
-              "waited for admission; pressure ticks ok %llu, soft %llu, hard %llu; "
-              "peak held %.1f MiB\n",
-              static_cast<long long>(hs.peak_in_flight), static_cast<long long>(hs.cap),
-              static_cast<long long>(hs.min_cap),
+  std::printf("gate: a window per destination of up to %lld units of 64 KiB (share %.2f MiB), "
+              "%lld lowest under pressure; %llu frames waited for admission; pressure ticks ok "
+              "%llu, soft %llu, hard %llu\n",
+              static_cast<long long>(hs.window_max), mib(static_cast<double>(hs.share)),
+              static_cast<long long>(hs.min_window),
               static_cast<unsigned long long>(hs.admit_waits),
               static_cast<unsigned long long>(hs.ticks_ok),
               static_cast<unsigned long long>(hs.ticks_soft),
-              static_cast<unsigned long long>(hs.ticks_hard),
-              mib(static_cast<double>(hs.peak_held)));
+              static_cast<unsigned long long>(hs.ticks_hard));
+  std::printf("hub: peak admitted %.2f MiB in all, %.2f MiB for one destination (bound %.2f MiB); "
+              "peak reading %.2f MiB; peak footprint %.2f MiB (admitted, reading and kept by the "
+              "pool, per tick), %llu trims; %llu frames from guests\n",
+              mib(static_cast<double>(hs.peak_held)), mib(static_cast<double>(hs.peak_destination)),
+              mib(static_cast<double>(bound)), mib(static_cast<double>(hs.peak_reading)),
+              mib(static_cast<double>(hs.peak_footprint)),
+              static_cast<unsigned long long>(hs.trims),
+              static_cast<unsigned long long>(hs.guest_frames));
   std::printf("memory: peak resident %.1f MiB (ru_maxrss), resident now %.1f MiB\n",
               peak_rss_kib() / 1024.0, proc_status_kib("VmRSS") / 1024.0);
 
@@ -471,15 +527,29 @@ int run(const options& o, const sluice::pool_options& pool_options) {
     std::fprintf(stderr, "relay: FAIL: no frame was sent\n");
     ok = false;
   }
-  // The ownership chain must actually recycle: with the pool on and traffic enough to turn the
-  // thread caches over, no hit at all means buffers never went round.
-  if (o.pool != pool_kind::off && ps.hits == 0 && sent_total >= 1000) {
+  // The ownership chain must actually recycle: with a pool that keeps buffers and acquires
+  // enough to turn the thread caches over, no hit at all means buffers never went round. A run
+  // with no acquires (every frame empty) or a pool that keeps nothing has nothing to check.
+  const bool recycles = o.pool != pool_kind::off && o.pool_bound > 0;
+  if (recycles && ps.hits == 0 && takes >= 1000) {
     std::fprintf(stderr, "relay: FAIL: the pool answered no acquire from a retired buffer\n");
     ok = false;
   }
-  if (o.pool != pool_kind::off && hit_rate < o.min_hit_rate) {
-    std::fprintf(stderr, "relay: FAIL: the pool answered %.1f%% of acquires, below --min-hit-rate=%.0f\n",
-                 hit_rate, o.min_hit_rate);
+  if (o.min_hit_rate > 0) {
+    if (!recycles || takes == 0) {
+      std::printf("pool: --min-hit-rate not checked: %s\n",
+                  takes == 0 ? "no acquire was made" : "the pool keeps no buffer");
+    } else if (hit_rate < o.min_hit_rate) {
+      std::fprintf(stderr,
+                   "relay: FAIL: the pool answered %.1f%% of acquires, below --min-hit-rate=%.0f\n",
+                   hit_rate, o.min_hit_rate);
+      ok = false;
+    }
+  }
+  if (hs.peak_destination > bound) {
+    std::fprintf(stderr, "relay: FAIL: a destination's admitted bytes reached %lld, above the bound "
+                 "of %lld\n", static_cast<long long>(hs.peak_destination),
+                 static_cast<long long>(bound));
     ok = false;
   }
   if (hs.held != 0) {

@@ -36,6 +36,8 @@ struct run_context {
   std::uint32_t senders_done = 0;    // guarded by mu
   std::uint32_t receivers_done = 0;  // guarded by mu
   bool traffic_flowing = false;      // guarded by mu: set once traffic_threshold frames arrived
+  bool hold_end = false;             // guarded by mu: senders wait before their end markers
+  std::uint32_t senders_holding = 0; // guarded by mu: senders that reached that wait
   std::uint64_t traffic_threshold = 1;
 
   // Reports a failed check (the first few are printed) and marks the run failed.
@@ -61,6 +63,8 @@ class rank_node {
   // Valid after join(): data frames sent to each destination, and received from each source.
   [[nodiscard]] const std::vector<std::uint64_t>& sent() const noexcept { return sent_; }
   [[nodiscard]] const std::vector<std::uint64_t>& received() const noexcept { return received_; }
+  // Valid after join(): data frames received from guests (ids past the ranks), each checked.
+  [[nodiscard]] std::uint64_t guest_frames() const noexcept { return guest_frames_; }
 
  private:
   void send_loop();
@@ -73,6 +77,7 @@ class rank_node {
   int fd_ = -1;
   std::thread sender_, receiver_;
   std::vector<std::uint64_t> sent_, received_;
+  std::uint64_t guest_frames_ = 0;
 };
 
 }  // namespace relay

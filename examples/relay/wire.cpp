@@ -3,12 +3,16 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <system_error>
 
@@ -148,6 +152,36 @@ io_result read_exact(int fd, std::byte* out, std::size_t n) noexcept {
   return r;
 }
 
+io_result read_exact_until(int fd, std::byte* out, std::size_t n,
+                           std::chrono::steady_clock::time_point deadline) noexcept {
+  io_result r;
+  while (r.done < n) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      r.error = ETIMEDOUT;
+      break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), INT_MAX)));
+    if (ready < 0 && errno != EINTR) {
+      r.error = errno;
+      break;
+    }
+    if (ready <= 0) continue;  // interrupted or timed out: the deadline decides
+    const ssize_t got = ::recv(fd, out + r.done, n - r.done, MSG_DONTWAIT);
+    if (got > 0) {
+      r.done += static_cast<std::size_t>(got);
+    } else if (got == 0) {
+      break;
+    } else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
+      r.error = errno;
+      break;
+    }
+  }
+  return r;
+}
+
 int write_all(int fd, std::span<const std::byte> a, std::span<const std::byte> b) noexcept {
   std::size_t skip = 0;  // bytes of a then b already written
   const std::size_t total = a.size() + b.size();
@@ -191,6 +225,13 @@ void set_nodelay(int fd) noexcept {
   // Frames go out whole (one sendmsg); waiting to coalesce them only adds latency.
   const int on = 1;
   (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
+
+void set_send_timeout(int fd, std::chrono::milliseconds timeout) noexcept {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>(timeout.count() % 1000 * 1000);
+  (void)::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
 namespace {

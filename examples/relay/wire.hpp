@@ -13,6 +13,7 @@
 //   offset 24  u64 length      payload bytes (0 for end)
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -76,6 +77,9 @@ struct io_result {
 
 // Reads exactly n bytes unless the peer closes or the read fails.
 [[nodiscard]] io_result read_exact(int fd, std::byte* out, std::size_t n) noexcept;
+// The same, giving up at the deadline: error ETIMEDOUT, with done the bytes read by then.
+[[nodiscard]] io_result read_exact_until(int fd, std::byte* out, std::size_t n,
+                                         std::chrono::steady_clock::time_point deadline) noexcept;
 // Writes a then b in full (one sendmsg where the kernel takes it all); 0 or an errno. Never
 // raises SIGPIPE.
 [[nodiscard]] int write_all(int fd, std::span<const std::byte> a,
@@ -88,5 +92,7 @@ std::size_t discard_to_eof(int fd) noexcept;
 // A connected socket to 127.0.0.1:port with TCP_NODELAY set. Throws std::system_error.
 [[nodiscard]] int connect_loopback(std::uint16_t port);
 void set_nodelay(int fd) noexcept;
+// A write that moves nothing for this long fails with EAGAIN (SO_SNDTIMEO).
+void set_send_timeout(int fd, std::chrono::milliseconds timeout) noexcept;
 
 }  // namespace relay

@@ -1,0 +1,387 @@
+// The hub against hostile and unlucky clients: one case per defect an adversarial review found
+// (issue 16), each driving the hub in this process over loopback with raw clients that misbehave
+// on purpose. Every wait is for a condition, bounded by a deadline; a case that would hang on a
+// broken hub fails at its deadline instead, and its clean-up (closing the clients) lets the hub
+// end.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "doctest.hpp"
+#include "hub.hpp"
+#include "rank.hpp"
+#include "wire.hpp"
+
+using namespace relay;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+// The hub these cases run: the example's own, over sluice::pool. The read deadline is short so
+// that the cases that wait for it stay quick.
+hub_options options(std::uint32_t ranks) {
+  hub_options o;
+  o.ranks = ranks;
+  o.io_timeout = 1s;
+  return o;
+}
+
+// A raw TCP client of the hub.
+class client {
+ public:
+  explicit client(std::uint16_t port) : fd_(connect_loopback(port)) {}
+  ~client() { close(); }
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  void hello(std::uint32_t id) {
+    std::array<std::byte, hello_bytes> raw;
+    encode_hello(id, raw.data());
+    REQUIRE(write_all(fd_, raw) == 0);
+  }
+  // A well-formed data frame: the payload is the pattern every receiver checks. 0 or an errno.
+  int send(std::uint32_t source, std::uint32_t destination, std::uint64_t serial,
+           std::size_t length) {
+    std::vector<std::byte> frame(header_bytes + length);
+    header h;
+    h.source = source;
+    h.destination = destination;
+    h.serial = serial;
+    h.length = length;
+    encode(h, frame.data());
+    fill_payload(source, serial, std::span(frame).subspan(header_bytes));
+    return write_all(fd_, frame);
+  }
+  int send_raw(std::span<const std::byte> bytes) { return write_all(fd_, bytes); }
+
+  // Waits until the socket is readable (data, EOF or an error) or the deadline passes.
+  bool readable_by(clock_type::time_point deadline) const {
+    for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock_type::now());
+      pollfd p{fd_, POLLIN, 0};
+      const int n = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+      if (n > 0) return true;
+      if (n == 0) return false;
+    }
+  }
+  // The next frame's header, its payload checked against the pattern, or nothing at EOF, at an
+  // error or at the deadline.
+  std::optional<header> receive(clock_type::time_point deadline) {
+    std::array<std::byte, header_bytes> raw;
+    if (!readable_by(deadline)) return std::nullopt;
+    if (read_exact(fd_, raw.data(), raw.size()).done != raw.size()) return std::nullopt;
+    const header h = decode(raw.data());
+    std::vector<std::byte> body(h.length);
+    if (read_exact(fd_, body.data(), body.size()).done != body.size()) return std::nullopt;
+    CHECK(check_payload(h.source, h.serial, body) == no_difference);
+    return h;
+  }
+  // True when the hub has closed its side (EOF or a reset) by the deadline; data before that
+  // is read and dropped.
+  bool closed_by(clock_type::time_point deadline) {
+    std::array<std::byte, 65536> scratch;
+    while (readable_by(deadline)) {
+      const ssize_t got = ::recv(fd_, scratch.data(), scratch.size(), 0);
+      if (got == 0 || (got < 0 && errno != EINTR)) return true;
+    }
+    return false;
+  }
+  // True when a write fails by the deadline because the hub closed the connection (a reset or
+  // a broken pipe), false if writes keep succeeding or would block on a full socket.
+  bool refused_by(clock_type::time_point deadline) {
+    const std::byte one{0};
+    while (clock_type::now() < deadline) {
+      if (::send(fd_, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+        return errno == EPIPE || errno == ECONNRESET;
+      }
+      std::this_thread::yield();
+    }
+    return false;
+  }
+  void end_sending() { ::shutdown(fd_, SHUT_WR); }
+  // Unblocks a thread sending or receiving on this client; close() then releases the socket.
+  void cut() { ::shutdown(fd_, SHUT_RDWR); }
+  void close() {
+    if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  }
+
+ private:
+  int fd_;
+};
+
+// Joins the hub on another thread: true when join() returned by the deadline. Otherwise the
+// caller's clean-up (closing its clients) must let it end, and it is joined then.
+class hub_ending {
+ public:
+  template <class Hub>
+  explicit hub_ending(Hub& h) : done_(std::async(std::launch::async, [&h] { h.join(); })) {}
+  bool by(clock_type::time_point deadline) {
+    return done_.wait_until(deadline) == std::future_status::ready;
+  }
+
+ private:
+  std::future<void> done_;
+};
+
+auto in(std::chrono::milliseconds d) { return clock_type::now() + d; }
+
+}  // namespace
+
+TEST_CASE("1. a rank that never reads does not stall the frames of other destinations") {
+  constexpr std::int64_t window = std::int64_t{4} << 20;
+  hub_options o = options(3);
+  o.budget = 3 * window;
+  hub<sluice::pool> h(o, {});
+  h.start();
+  client never_reads(h.port()), busy(h.port()), sender(h.port());
+  never_reads.hello(0);
+  busy.hello(1);
+  sender.hello(2);
+  // Rank 1 floods rank 0, which never reads, with 64 KiB frames until the hub stops taking them.
+  std::thread flood([&] {
+    for (std::uint64_t s = 0; busy.send(1, 0, s, 64 * 1024) == 0; ++s) {
+    }
+  });
+  // Once the flood fills what the hub will hold for rank 0 (4 MiB, a third of the budget),
+  // rank 2's 1000-byte frames to rank 1 must still arrive, all of them, in time.
+  const auto full = in(10000ms);
+  while (h.stats().held < window && clock_type::now() < full) std::this_thread::yield();
+  REQUIRE(h.stats().held >= window);
+  constexpr int frames = 200;
+  std::thread small([&] {
+    for (int s = 0; s < frames && sender.send(2, 1, static_cast<std::uint64_t>(s), 1000) == 0;
+         ++s) {
+    }
+  });
+  int got = 0;
+  const auto deadline = in(4000ms);
+  while (got < frames) {
+    const std::optional<header> f = busy.receive(deadline);
+    if (!f) break;
+    CHECK(f->source == 2);
+    CHECK(f->serial == static_cast<std::uint64_t>(got));
+    ++got;
+  }
+  CHECK(got == frames);
+  busy.cut();
+  sender.cut();
+  never_reads.cut();
+  flood.join();
+  small.join();
+}
+
+TEST_CASE("2. senders that announce the ceiling and go quiet hold no one else's frames") {
+  hub<sluice::pool> h(options(2), {});
+  h.start();
+  client a(h.port()), b(h.port());
+  a.hello(0);
+  b.hello(1);
+  std::vector<std::unique_ptr<client>> slow;
+  for (std::uint32_t g = 0; g < 3; ++g) {
+    slow.push_back(std::make_unique<client>(h.port()));
+    slow.back()->hello(2 + g);
+    // A header for a frame of exactly the ceiling, 1000 of its bytes, then nothing.
+    std::vector<std::byte> start(header_bytes + 1000);
+    header head;
+    head.source = 2 + g;
+    head.destination = g % 2;
+    head.length = h.ceiling();
+    encode(head, start.data());
+    REQUIRE(slow.back()->send_raw(start) == 0);
+  }
+  constexpr int frames = 300;
+  std::thread traffic([&] {
+    for (int s = 0; s < frames && a.send(0, 1, static_cast<std::uint64_t>(s), 1000) == 0; ++s) {
+    }
+  });
+  int got = 0;
+  const auto deadline = in(900ms);  // before the read deadline cuts the slow senders off
+  while (got < frames && b.receive(deadline)) ++got;
+  CHECK(got == frames);
+  // Then the read deadline closes each slow sender's connection, and reports it.
+  for (auto& s : slow) CHECK(s->closed_by(in(3000ms)));
+  a.end_sending();
+  b.end_sending();
+  traffic.join();
+  hub_ending ending(h);
+  CHECK(ending.by(in(3000ms)));
+  int timeouts = 0;
+  for (const conn_error& e : h.errors()) timeouts += e.kind == conn_error_kind::timeout;
+  CHECK(timeouts == 3);
+  for (auto& s : slow) s->cut();
+  a.cut();
+  b.cut();
+}
+
+TEST_CASE("3. an idle connection does not keep the hub from ending") {
+  hub<sluice::pool> h(options(2), {});
+  h.start();
+  client idle(h.port());  // connects and sends nothing, not even a hello
+  client a(h.port()), b(h.port());
+  a.hello(0);
+  b.hello(1);
+  REQUIRE(a.send(0, 1, 0, 100) == 0);
+  REQUIRE(b.send(1, 0, 0, 100) == 0);
+  a.end_sending();
+  b.end_sending();
+  CHECK(b.receive(in(2000ms)).has_value());
+  CHECK(a.receive(in(2000ms)).has_value());
+  // Both ranks are done: the hub ends and each rank reads EOF, whatever the idle one does.
+  CHECK(a.closed_by(in(3000ms)));
+  CHECK(b.closed_by(in(3000ms)));
+  hub_ending ending(h);
+  CHECK(ending.by(in(3000ms)));
+  idle.cut();
+  a.cut();
+  b.cut();
+}
+
+TEST_CASE("4. connections that come first and say nothing do not take the ranks' places") {
+  hub<sluice::pool> h(options(2), {});
+  h.start();
+  client early1(h.port()), early2(h.port());
+  // Both early connections reach the hub before any rank: wait until it has accepted them.
+  const auto accepted = in(3000ms);
+  while (h.stats().connections < 2 && clock_type::now() < accepted) std::this_thread::yield();
+  REQUIRE(h.stats().connections == 2);
+  client a(h.port()), b(h.port());
+  a.hello(0);
+  b.hello(1);
+  CHECK(a.send(0, 1, 0, 100) == 0);
+  CHECK(b.send(1, 0, 0, 100) == 0);
+  CHECK(b.receive(in(3000ms)).has_value());
+  CHECK(a.receive(in(3000ms)).has_value());
+  a.end_sending();
+  b.end_sending();
+  hub_ending ending(h);
+  CHECK(ending.by(in(3000ms)));
+  // The silent ones did nothing wrong in time to be reported: the hub's end closed them.
+  CHECK(early1.closed_by(in(1000ms)));
+  CHECK(early2.closed_by(in(1000ms)));
+  CHECK(h.errors().empty());
+  early1.cut();
+  early2.cut();
+  a.cut();
+  b.cut();
+}
+
+TEST_CASE("5. a guest's well-formed frame is delivered, and the receiver takes it as such") {
+  hub<sluice::pool> h(options(2), {});
+  h.start();
+  {
+    client guest(h.port());
+    guest.hello(2);  // the first id past the ranks
+    REQUIRE(guest.send(2, 1, 0, 500) == 0);
+    guest.end_sending();
+    // The hub has taken the guest's frame before the ranks run.
+    const auto taken = in(3000ms);
+    while (h.stats().frames_in < 1 && clock_type::now() < taken) std::this_thread::yield();
+    REQUIRE(h.stats().frames_in == 1);
+  }
+  run_context ctx;
+  ctx.ranks = 2;
+  ctx.ceiling = h.ceiling();
+  std::vector<std::unique_ptr<rank_node>> ranks;
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    ranks.push_back(std::make_unique<rank_node>(ctx, r, 100));
+    ranks.back()->start(h.port());
+  }
+  for (auto& r : ranks) r->join();
+  hub_ending ending(h);
+  CHECK(ending.by(in(5000ms)));
+  CHECK_FALSE(ctx.failed.load());
+  CHECK(ranks[1]->guest_frames() == 1);
+  CHECK(ranks[0]->received()[1] == ranks[1]->sent()[0]);
+  CHECK(ranks[1]->received()[0] == ranks[0]->sent()[1]);
+}
+
+TEST_CASE("6. a rank that sends a bad header is really closed") {
+  hub<sluice::pool> h(options(2), {});
+  h.start();
+  client bad(h.port()), good(h.port());
+  bad.hello(0);
+  good.hello(1);
+  static constexpr char request[] = "GET / HTTP/1.1\r\nHost: relays\r\n\r\n";
+  static_assert(sizeof request - 1 == header_bytes);
+  REQUIRE(bad.send_raw(std::as_bytes(std::span(request, header_bytes))) == 0);
+  // The hub reports it, and the rank reads EOF (or a reset), though the other rank is still on.
+  CHECK(bad.closed_by(in(3000ms)));
+  // Its writes then fail: the hub has closed the socket, not merely stopped reading it.
+  CHECK(bad.refused_by(in(3000ms)));
+  good.end_sending();
+  hub_ending ending(h);
+  CHECK(ending.by(in(3000ms)));
+  const std::vector<conn_error> errors = h.errors();
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].id == 0);
+  CHECK(errors[0].kind == conn_error_kind::bad_magic);
+  good.cut();
+  bad.cut();
+}
+
+TEST_CASE("8. pressure turns soft at exactly three quarters of the budget") {
+  struct expect {
+    std::int64_t held, budget;
+    sluice::pressure p;
+  };
+  using sluice::pressure;
+  for (const expect e : {expect{0, 3, pressure::ok}, {2, 3, pressure::ok}, {3, 3, pressure::hard},
+                         {5, 7, pressure::ok}, {6, 7, pressure::soft}, {74, 100, pressure::ok},
+                         {75, 100, pressure::soft}, {99, 100, pressure::soft},
+                         {100, 100, pressure::hard}, {0, 1, pressure::ok}, {1, 1, pressure::hard},
+                         {(std::int64_t{1} << 40) / 4 * 3, std::int64_t{1} << 40, pressure::soft},
+                         {(std::int64_t{1} << 40) / 4 * 3 - 1, std::int64_t{1} << 40,
+                          pressure::ok}}) {
+    CAPTURE(e.held);
+    CAPTURE(e.budget);
+    CHECK(pressure_at(e.held, e.budget) == e.p);
+  }
+}
+
+TEST_CASE("9. a burst of large frames after small ones stays within the budget's bound") {
+  hub_options o = options(2);
+  o.budget = std::size_t{1} << 20;
+  hub<sluice::pool> h(o, {});
+  h.start();
+  client a(h.port()), b(h.port());
+  a.hello(0);
+  b.hello(1);
+  // Small frames first, read as they come, long enough for a hundred calm ticks of the
+  // controller: a cap counted in frames would have grown meanwhile.
+  std::uint64_t serial = 0;
+  while (h.stats().ticks_ok < 100) {
+    for (int i = 0; i < 100; ++i) REQUIRE(a.send(0, 1, serial++, 100) == 0);
+    for (int i = 0; i < 100; ++i) REQUIRE(b.receive(in(5000ms)).has_value());
+  }
+  // Then 1 MiB frames that rank 1 does not read, until one of them waits for admission.
+  const std::uint64_t waits = h.stats().admit_waits;
+  std::thread large([&] {
+    for (std::uint64_t s = serial; a.send(0, 1, s, std::size_t{1} << 20) == 0; ++s) {
+    }
+  });
+  const auto deadline = in(5000ms);
+  while (h.stats().admit_waits == waits && clock_type::now() < deadline) {
+    std::this_thread::yield();
+  }
+  CHECK(h.stats().admit_waits > waits);
+  // What the README promises: each destination's admitted bytes stay under its share of the
+  // budget plus one frame.
+  const hub_stats s = h.stats();
+  CHECK(s.peak_held <= static_cast<std::int64_t>(o.budget / 2 + (std::size_t{1} << 20)));
+  a.cut();
+  b.cut();
+  large.join();
+}
