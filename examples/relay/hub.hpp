@@ -406,6 +406,12 @@ class hub {
     for (auto& t : served) t.join();
     for (auto& o : outboxes_) o.close();  // no pump is left: what is queued is all there is
     for (auto& t : drains_) t.join();
+    // Only a hub that stopped accepting before every rank came has outboxes without a drain:
+    // their parcels give back now, while everything they touch is alive.
+    for (auto& o : outboxes_) {
+      while (o.pop()) {
+      }
+    }
   }
 
   void serve(link& l) {
