@@ -37,7 +37,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
-#include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -61,6 +61,7 @@ struct hub_options {
   std::size_t budget = std::size_t{16} << 20;   // bytes of buffers at which pressure is hard
   std::chrono::microseconds tick{1000};         // how often the controller adjusts the windows
   std::chrono::milliseconds io_timeout{10000};  // the hello; a frame from its first byte; a write
+  std::size_t max_connections = 1024;           // served at once; more wait to be accepted
   fault inject = fault::none;
   std::uint64_t inject_at = 0;  // the fault hits this forwarded non-empty data frame (from 0)
 };
@@ -110,7 +111,8 @@ inline const char* to_string(conn_error_kind k) noexcept {
 
 struct conn_error {
   std::size_t connection;  // accept order, from 0
-  std::int64_t id;         // the id its hello claimed; -1 when there was no valid hello
+  std::int64_t id;         // its rank's or guest's id; -1 before it is one (no valid hello yet,
+                           // or a hello naming a rank already connected)
   conn_error_kind kind;
   std::string message;
 };
@@ -130,6 +132,7 @@ struct hub_stats {
   std::int64_t peak_reading = 0;
   std::int64_t peak_footprint = 0;    // the most held + reading + retained a tick saw
   std::uint64_t trims = 0;            // ticks that trimmed the pool
+  std::uint64_t dropped = 0;          // frames from ranks for a rank the hub had cut off
   std::int64_t window_max = 0;        // each window's highest cap, in units
   std::int64_t min_window = 0;        // the lowest cap a soft or hard tick left
   std::uint64_t admit_waits = 0;      // frames whose pump had to wait for their window
@@ -212,6 +215,7 @@ class hub {
     s.min_window = min_window_.load(r);
     s.admit_waits = admit_waits_.load(r);
     s.trims = trims_.load(r);
+    s.dropped = dropped_.load(r);
     s.ticks_ok = ticks_[0].load(r);
     s.ticks_soft = ticks_[1].load(r);
     s.ticks_hard = ticks_[2].load(r);
@@ -303,7 +307,8 @@ class hub {
       cv_.notify_all();
     }
 
-    sluice::gate window;  // units of admission_unit admitted for this destination
+    std::mutex admitting;  // one pump at a time counts a frame's units (see admit())
+    sluice::gate window;   // units of admission_unit admitted for this destination
     gauge held;           // the capacities of its parcels
     std::atomic<bool> cut_off{false};  // its rank's connection failed: nothing more is queued
 
@@ -319,15 +324,21 @@ class hub {
   // Blocks the calling pump until the frame's destination has room, then counts all the
   // frame's units there: one through admit(), which waits while the window is full, the rest
   // through note_submitted(), which never refuses. So a window passes its cap by at most one
-  // frame, and a frame larger than the whole window still goes, alone.
+  // frame, and a frame larger than the whole window still goes, alone. The destination's
+  // admitting mutex makes the two steps one for the other pumps: without it, a second pump could
+  // take its first unit between the first pump's admit() and its note_submitted()s, and two
+  // large frames would pass the cap.
   parcel admit(const header& h, sluice::buffer body) {
     outbox& to = outboxes_[h.destination];
     const std::int64_t units = units_for(body.capacity());
-    if (!to.window.try_admit()) {
-      admit_waits_.fetch_add(1, std::memory_order_relaxed);
-      to.window.admit();  // woken by give_back's note_done, or by the controller opening it
+    {
+      std::lock_guard lk(to.admitting);
+      if (!to.window.try_admit()) {
+        admit_waits_.fetch_add(1, std::memory_order_relaxed);
+        to.window.admit();  // woken by give_back's note_done, or by the controller opening it
+      }
+      for (std::int64_t u = 1; u < units; ++u) to.window.note_submitted();
     }
-    for (std::int64_t u = 1; u < units; ++u) to.window.note_submitted();
     const auto capacity = static_cast<std::int64_t>(body.capacity());
     detail::raise_to(peak_destination_, to.held.add(capacity));
     detail::raise_to(peak_held_, held_.fetch_add(capacity, std::memory_order_relaxed) + capacity);
@@ -372,8 +383,26 @@ class hub {
   // ---- connections ----
 
   void accept_loop() {
-    std::list<std::thread> served;
+    std::map<std::size_t, std::thread> served;  // by accept index
+    // Joins the threads whose connections have ended, so that connections that come and go do
+    // not pile up finished threads.
+    const auto reap = [&](std::vector<std::size_t> done) {
+      for (const std::size_t i : done) {
+        served.at(i).join();
+        served.erase(i);
+      }
+    };
     for (std::size_t index = 0;; ++index) {
+      {
+        // At most max_connections at once: the next waits in the listen backlog meanwhile (an
+        // idle one holds its place only until its hello's deadline).
+        std::unique_lock lk(mu_);
+        slots_.wait(lk, [&] { return links_.size() < options_.max_connections || ending_; });
+        if (ending_) break;
+        std::vector<std::size_t> done = std::exchange(finished_, {});
+        lk.unlock();
+        reap(std::move(done));
+      }
       int fd = -1;
       do {
         fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -397,13 +426,15 @@ class hub {
       }
       set_nodelay(fd);
       try {
-        served.emplace_back([this, l] { serve(*l); });
+        served.emplace(index, std::thread([this, l] { serve(*l); }));
       } catch (const std::exception& e) {
         fail(*l, conn_error_kind::internal, std::string("no thread: ") + e.what());
         unlink(*l);
+        std::lock_guard lk(mu_);
+        std::erase(finished_, index);
       }
     }
-    for (auto& t : served) t.join();
+    for (auto& [index, t] : served) t.join();
     for (auto& o : outboxes_) o.close();  // no pump is left: what is queued is all there is
     for (auto& t : drains_) t.join();
     // Only a hub that stopped accepting before every rank came has outboxes without a drain:
@@ -444,15 +475,20 @@ class hub {
   }
 
   // Records a rank's connection and starts its drain; false if the rank is already connected.
+  // Throws (the rank left unclaimed) if the drain's thread cannot start.
   bool claim_rank(link& l, std::uint32_t r) {
     std::lock_guard lk(mu_);
     if (rank_connected_[r]) return false;
+    l.id = r;  // before the drain, which reads it, starts
+    try {
+      // The drain keeps the link (and so the socket) until it ends.
+      drains_.emplace_back([this, keep = find(l), r] { drain(*keep, r); });
+    } catch (...) {
+      l.id = -1;
+      throw;
+    }
     rank_connected_[r] = true;
     l.rank = true;
-    l.id = r;  // before the drain, which reads it, starts
-    set_send_timeout(l.fd, options_.io_timeout);
-    // The drain keeps the link (and so the socket) until it ends.
-    drains_.emplace_back([this, keep = find(l), r] { drain(*keep, r); });
     return true;
   }
 
@@ -468,9 +504,12 @@ class hub {
   void unlink(link& l) {
     std::lock_guard lk(mu_);
     std::erase_if(links_, [&](const std::shared_ptr<link>& p) { return p.get() == &l; });
+    finished_.push_back(l.index);
+    slots_.notify_one();
     if (l.rank && ++ranks_done_ == options_.ranks) {
       ending_ = true;
       ::shutdown(listen_fd_, SHUT_RDWR);  // wakes the accept loop
+      slots_.notify_one();                // or its wait for a place
       for (const auto& p : links_) {
         if (!p->rank) ::shutdown(p->fd, SHUT_RD);  // its pump reads EOF
       }
@@ -534,7 +573,11 @@ class hub {
             "destination " + std::to_string(h.destination) + " is not another rank");
         return;
       }
-      if (outboxes_[h.destination].cut_off.load(std::memory_order_relaxed)) {
+      // A destination the hub has cut off: a guest that sends to it is closed; a rank's frame
+      // for it is read and dropped (counted), and the rank served on, so that one failed rank
+      // does not take down every rank that sends to it.
+      const bool cut_off = outboxes_[h.destination].cut_off.load(std::memory_order_relaxed);
+      if (cut_off && !l.rank) {
         bad(conn_error_kind::bad_destination, "rank " + std::to_string(h.destination) +
                                                   "'s connection has been closed");
         return;
@@ -545,33 +588,44 @@ class hub {
                                            std::to_string(ceiling_));
         return;
       }
+      // The frame's buffer counts as being read until its destination has admitted it.
+      reading_bytes counted{reading_};
       std::optional<sluice::buffer> body;
       try {
-        body = read_body(l, h, deadline);
+        body = read_body(l, h, deadline, counted);
       } catch (const std::bad_alloc&) {
         bad(conn_error_kind::out_of_memory,
             "no memory for " + std::to_string(h.length) + " payload bytes");
         return;
       }
       if (!body) return;  // reported
+      if (cut_off) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        pool_.retire(std::move(*body));
+        continue;
+      }
       frames_in_.fetch_add(h.is(frame_kind::data), std::memory_order_relaxed);
-      outboxes_[h.destination].push(admit(h, std::move(*body)));
+      parcel p = admit(h, std::move(*body));
+      counted.set(0);  // held now, by the parcel
+      outboxes_[h.destination].push(std::move(p));
     }
   }
+
+  // The bytes of the buffer a pump holds outside any window, in reading_.
+  struct reading_bytes {
+    gauge& g;
+    std::int64_t n = 0;
+    void set(std::int64_t v) noexcept { g.add(v - std::exchange(n, v)); }
+    ~reading_bytes() { g.add(-n); }
+  };
 
   // Reads a frame's body whole by the deadline, into a buffer that grows as bytes arrive. Nothing
   // (the failure reported) if the peer stops short, the read fails or the deadline passes.
   std::optional<sluice::buffer> read_body(link& l, const header& h,
-                                          std::chrono::steady_clock::time_point deadline) {
+                                          std::chrono::steady_clock::time_point deadline,
+                                          reading_bytes& counted) {
     sluice::buffer body;
     std::size_t got = 0;
-    // What the pump holds while reading counts as reading_, until admit() takes it over.
-    struct reading_bytes {
-      gauge& g;
-      std::int64_t n = 0;
-      void set(std::int64_t v) noexcept { g.add(v - std::exchange(n, v)); }
-      ~reading_bytes() { g.add(-n); }
-    } counted{reading_};
     while (got < h.length) {
       if (got == body.size()) {  // full (or not yet there): a larger buffer, the bytes carried
         sluice::buffer larger = pool_.acquire(std::min<std::size_t>(
@@ -618,14 +672,12 @@ class hub {
       for (int c = 0; c < copies; ++c) {
         std::array<std::byte, header_bytes> raw;
         encode(p->head, raw.data());
-        if (const int err = write_all(l.fd, raw, p->body.bytes()); err != 0) {
-          if (!l.failed.load(std::memory_order_relaxed)) {
-            fail(l, conn_error_kind::write_failed,
-                 std::string("writing to rank ") + std::to_string(rank) + ": " +
-                     (err == EAGAIN || err == EWOULDBLOCK
-                          ? "no progress in " + std::to_string(options_.io_timeout.count()) + " ms"
-                          : std::string(std::strerror(err))));
-          }
+        if (const int err = write_all(l.fd, raw, p->body.bytes(), options_.io_timeout); err != 0) {
+          fail(l, conn_error_kind::write_failed,
+               std::string("writing to rank ") + std::to_string(rank) + ": " +
+                   (err == ETIMEDOUT
+                        ? "no byte moved in " + std::to_string(options_.io_timeout.count()) + " ms"
+                        : std::string(std::strerror(err))));
           broken = true;  // keep emptying the outbox so that admissions come back
           outboxes_[rank].cut_off.store(true, std::memory_order_relaxed);
           break;
@@ -670,10 +722,11 @@ class hub {
     return copies;
   }
 
-  // Reports a connection's failure and closes it both ways: its pump reads no more, and a
-  // rank's drain finds its writes failing (and empties its outbox without writing).
+  // Reports a connection's failure, once, and closes it both ways: its pump reads no more, and
+  // a rank's drain finds its writes failing (and empties its outbox without writing).
   void fail(link& l, conn_error_kind kind, std::string message) {
-    l.failed.store(true, std::memory_order_relaxed);
+    // The pump and the drain may both find the connection broken: the first reports it.
+    if (l.failed.exchange(true, std::memory_order_relaxed)) return;
     ::shutdown(l.fd, SHUT_RDWR);
     report(l.index, l.id, kind, std::move(message));
   }
@@ -700,6 +753,8 @@ class hub {
   mutable std::mutex mu_;  // guards everything below up to ending_
   std::vector<conn_error> errors_;
   std::vector<std::shared_ptr<link>> links_;  // connections whose pump runs
+  std::vector<std::size_t> finished_;         // accept indices whose serve() is ending
+  std::condition_variable slots_;             // links_ shrank, or the hub is ending
   std::vector<bool> rank_connected_;
   std::vector<std::thread> drains_;
   std::uint32_t ranks_done_ = 0;  // ranks whose pump has ended
@@ -713,7 +768,7 @@ class hub {
       peak_footprint_{0}, min_window_;
   gauge reading_;
   std::atomic<std::uint64_t> connections_{0}, frames_in_{0}, frames_{0}, bytes_{0},
-      guest_frames_{0}, admit_waits_{0}, injected_{0}, trims_{0};
+      guest_frames_{0}, admit_waits_{0}, injected_{0}, trims_{0}, dropped_{0};
   std::array<std::atomic<std::uint64_t>, 3> ticks_{};
 
   int listen_fd_ = -1;

@@ -174,6 +174,7 @@ options parse(int argc, char** argv, std::size_t ceiling) {
       o.budget = parse_count(name, value, 1, std::uint64_t{1} << 40, true);
     } else if (name == "--io-timeout") {
       o.io_timeout = parse_seconds(name, value);
+      if (o.io_timeout < 0.001) usage_error("--io-timeout: at least 0.001 (a millisecond)");
     } else if (name == "--seed") {
       o.seed = parse_count(name, value, 0, UINT64_MAX);
     } else if (name == "--report-every") {
@@ -280,7 +281,8 @@ int run(const options& o, const sluice::pool_options& pool_options) {
   hub_options ho;
   ho.ranks = o.ranks + (o.hostile ? 1 : 0);  // --hostile: one more rank, which never reads
   ho.budget = o.budget;
-  ho.io_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.io_timeout * 1000));
+  ho.io_timeout = std::chrono::ceil<std::chrono::milliseconds>(
+      std::chrono::duration<double>(o.io_timeout));
   ho.inject = o.inject;
   ho.inject_at = o.inject_at;
   hub<Pool> h(ho, pool_options);
@@ -506,12 +508,14 @@ int run(const options& o, const sluice::pool_options& pool_options) {
               static_cast<unsigned long long>(hs.ticks_hard));
   std::printf("hub: peak admitted %.2f MiB in all, %.2f MiB for one destination (bound %.2f MiB); "
               "peak reading %.2f MiB; peak footprint %.2f MiB (admitted, reading and kept by the "
-              "pool, per tick), %llu trims; %llu frames from guests\n",
+              "pool, per tick), %llu trims; %llu frames from guests written; %llu frames for a "
+              "rank cut off, dropped\n",
               mib(static_cast<double>(hs.peak_held)), mib(static_cast<double>(hs.peak_destination)),
               mib(static_cast<double>(bound)), mib(static_cast<double>(hs.peak_reading)),
               mib(static_cast<double>(hs.peak_footprint)),
               static_cast<unsigned long long>(hs.trims),
-              static_cast<unsigned long long>(hs.guest_frames));
+              static_cast<unsigned long long>(hs.guest_frames),
+              static_cast<unsigned long long>(hs.dropped));
   std::printf("memory: peak resident %.1f MiB (ru_maxrss), resident now %.1f MiB\n",
               peak_rss_kib() / 1024.0, proc_status_kib("VmRSS") / 1024.0);
 

@@ -190,16 +190,14 @@ void rank_node::receive_loop() {
         continue;
       }
       if (s >= ctx_.ranks) {
-        // A guest: the hub routes its frames too. Its lengths are its own; its payloads follow
-        // the pattern and its serials run on from 0, which is what is checked. End markers from
-        // guests carry nothing to check.
+        // A guest: the hub routes its frames too. Its lengths are its own. A guest that follows
+        // the protocol sends the pattern with serials from 0; one that does not is no sign of
+        // the hub's corruption (a guest's bytes are its own), so it is counted, not failed.
+        // End markers from guests carry nothing to check.
         if (!h.is(frame_kind::data)) continue;
         std::uint64_t& expected = next_from_guest[s];
-        if (h.serial != expected) {
-          fail(frame + ": serial " + u64(expected) + " was expected from this guest");
-        } else if (const std::size_t at = check_payload(s, h.serial, body); at != no_difference) {
-          fail(frame + ": byte offset " + u64(at) + " of " + u64(h.length) + " is " +
-               hex_byte(body[at]) + ", expected " + hex_byte(expected_byte(s, h.serial, at)));
+        if (h.serial != expected || check_payload(s, h.serial, body) != no_difference) {
+          ++guest_frames_off_pattern_;
         }
         expected = h.serial + 1;
         ++guest_frames_;

@@ -63,8 +63,12 @@ class rank_node {
   // Valid after join(): data frames sent to each destination, and received from each source.
   [[nodiscard]] const std::vector<std::uint64_t>& sent() const noexcept { return sent_; }
   [[nodiscard]] const std::vector<std::uint64_t>& received() const noexcept { return received_; }
-  // Valid after join(): data frames received from guests (ids past the ranks), each checked.
+  // Valid after join(): data frames received from guests (ids past the ranks), and how many of
+  // them did not follow the pattern or the serials (counted, not failed: see receive_loop).
   [[nodiscard]] std::uint64_t guest_frames() const noexcept { return guest_frames_; }
+  [[nodiscard]] std::uint64_t guest_frames_off_pattern() const noexcept {
+    return guest_frames_off_pattern_;
+  }
 
  private:
   void send_loop();
@@ -77,7 +81,7 @@ class rank_node {
   int fd_ = -1;
   std::thread sender_, receiver_;
   std::vector<std::uint64_t> sent_, received_;
-  std::uint64_t guest_frames_ = 0;
+  std::uint64_t guest_frames_ = 0, guest_frames_off_pattern_ = 0;
 };
 
 }  // namespace relay

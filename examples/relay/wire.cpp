@@ -3,8 +3,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
 #include <poll.h>
-#include <sys/time.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -182,7 +183,12 @@ io_result read_exact_until(int fd, std::byte* out, std::size_t n,
   return r;
 }
 
-int write_all(int fd, std::span<const std::byte> a, std::span<const std::byte> b) noexcept {
+int write_all(int fd, std::span<const std::byte> a, std::span<const std::byte> b,
+              std::chrono::milliseconds stall_limit) noexcept {
+  using clock = std::chrono::steady_clock;
+  const bool limited = stall_limit.count() > 0;
+  auto stall_deadline = clock::now() + stall_limit;
+  int queued = -1;  // the socket's unacknowledged bytes when last looked at (SIOCOUTQ)
   std::size_t skip = 0;  // bytes of a then b already written
   const std::size_t total = a.size() + b.size();
   while (skip < total) {
@@ -198,10 +204,23 @@ int write_all(int fd, std::span<const std::byte> a, std::span<const std::byte> b
     msghdr msg{};
     msg.msg_iov = iov.data();
     msg.msg_iovlen = static_cast<std::size_t>(count);
-    const ssize_t put = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-    if (put >= 0) {
+    const ssize_t put = ::sendmsg(fd, &msg, MSG_NOSIGNAL | (limited ? MSG_DONTWAIT : 0));
+    if (put > 0) {
       skip += static_cast<std::size_t>(put);
-    } else if (errno != EINTR) {
+      stall_deadline = clock::now() + stall_limit;  // progress: the stall clock starts again
+    } else if (limited && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // The socket is full. Progress is the peer taking bytes: the socket's queue of
+      // unacknowledged bytes shrinking, which can happen long before poll() calls the socket
+      // writable (it waits for half the queue to be free). So look every 10 ms.
+      pollfd p{fd, POLLOUT, 0};
+      (void)::poll(&p, 1, 10);
+      int now_queued = 0;
+      if (::ioctl(fd, SIOCOUTQ, &now_queued) == 0) {
+        if (now_queued < queued) stall_deadline = clock::now() + stall_limit;
+        queued = now_queued;
+      }
+      if (clock::now() >= stall_deadline) return ETIMEDOUT;
+    } else if (put < 0 && errno != EINTR) {
       return errno;
     }
   }
@@ -225,13 +244,6 @@ void set_nodelay(int fd) noexcept {
   // Frames go out whole (one sendmsg); waiting to coalesce them only adds latency.
   const int on = 1;
   (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-}
-
-void set_send_timeout(int fd, std::chrono::milliseconds timeout) noexcept {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>(timeout.count() % 1000 * 1000);
-  (void)::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
 namespace {

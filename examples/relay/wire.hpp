@@ -81,9 +81,11 @@ struct io_result {
 [[nodiscard]] io_result read_exact_until(int fd, std::byte* out, std::size_t n,
                                          std::chrono::steady_clock::time_point deadline) noexcept;
 // Writes a then b in full (one sendmsg where the kernel takes it all); 0 or an errno. Never
-// raises SIGPIPE.
+// raises SIGPIPE. With a stall limit, gives up with ETIMEDOUT once the peer has taken no byte
+// for that long (what was written stays written: the stream is then broken).
 [[nodiscard]] int write_all(int fd, std::span<const std::byte> a,
-                            std::span<const std::byte> b = {}) noexcept;
+                            std::span<const std::byte> b = {},
+                            std::chrono::milliseconds stall_limit = {}) noexcept;
 // Reads and throws away until the peer closes or the read fails; how many bytes that was.
 std::size_t discard_to_eof(int fd) noexcept;
 
@@ -92,7 +94,5 @@ std::size_t discard_to_eof(int fd) noexcept;
 // A connected socket to 127.0.0.1:port with TCP_NODELAY set. Throws std::system_error.
 [[nodiscard]] int connect_loopback(std::uint16_t port);
 void set_nodelay(int fd) noexcept;
-// A write that moves nothing for this long fails with EAGAIN (SO_SNDTIMEO).
-void set_send_timeout(int fd, std::chrono::milliseconds timeout) noexcept;
 
 }  // namespace relay
