@@ -676,7 +676,7 @@ class hub {
           fail(l, conn_error_kind::write_failed,
                std::string("writing to rank ") + std::to_string(rank) + ": " +
                    (err == ETIMEDOUT
-                        ? "no byte moved in " + std::to_string(options_.io_timeout.count()) + " ms"
+                        ? "it took no byte in " + std::to_string(options_.io_timeout.count()) + " ms"
                         : std::string(std::strerror(err))));
           broken = true;  // keep emptying the outbox so that admissions come back
           outboxes_[rank].cut_off.store(true, std::memory_order_relaxed);
