@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <span>
+#include <system_error>
+#include <utility>
 
 #include "wire.hpp"
 
@@ -23,7 +26,13 @@ void hostile_clients::start_early() {
 
 void hostile_clients::start() {
   const std::uint32_t guest = non_reader_ + 1;
-  threads_.emplace_back([this] { run(kind::non_reader, non_reader_); });
+  const int non_reader = open(kind::non_reader);
+  std::array<std::byte, hello_bytes> hello;
+  encode_hello(non_reader_, hello.data());
+  if (non_reader < 0 || write_all(non_reader, hello) != 0) {
+    throw std::system_error(errno, std::generic_category(), "the non-reading rank's hello");
+  }
+  threads_.emplace_back([this, non_reader] { run(kind::non_reader, non_reader_, non_reader); });
   threads_.emplace_back([this, guest] { run(kind::flood, guest); });
   threads_.emplace_back([this] { run(kind::idle, 0); });
   for (std::uint32_t i = 0; i < 3; ++i) {
@@ -73,13 +82,14 @@ void hostile_clients::close(int fd) {
   ::close(fd);
 }
 
-void hostile_clients::run(kind k, std::uint32_t id) {
+void hostile_clients::run(kind k, std::uint32_t id, int first_fd) {
   // The idle and the slow ones connect again each time the hub cuts them, until stop(); the
   // others once (the hub refuses frames for a rank it has cut off, and so cuts the flood).
   const bool once = k != kind::idle && k != kind::slow;
   std::uint64_t serial = 0;
   do {
-    const int fd = open(k);
+    const int given = std::exchange(first_fd, -1);
+    const int fd = given >= 0 ? given : open(k);
     if (fd < 0) return;
     std::array<std::byte, hello_bytes> hello;
     encode_hello(id, hello.data());
@@ -88,8 +98,7 @@ void hostile_clients::run(kind k, std::uint32_t id) {
       case kind::early:
       case kind::idle:
         break;
-      case kind::non_reader:
-        sending = write_all(fd, hello) == 0;
+      case kind::non_reader:  // its hello went in start()
         break;
       case kind::slow: {
         std::vector<std::byte> start(hello_bytes + header_bytes + 1000);

@@ -28,7 +28,10 @@ class hostile_clients {
   hostile_clients& operator=(const hostile_clients&) = delete;
 
   void start_early();  // before the ranks connect
-  void start();        // the others, once the ranks are connected
+  // The others, once the ranks are connected. The non-reader has sent its hello when this
+  // returns (throws std::system_error if it cannot connect), so that the hub, which counts it
+  // among its ranks, waits for it even if the ranks are done before its thread runs.
+  void start();
   // Closes every hostile connection and joins the clients: call it once the ranks have sent
   // everything, so that the hub, whose ranks include the non-reader, can end.
   void stop();
@@ -38,7 +41,7 @@ class hostile_clients {
 
  private:
   enum class kind { early, idle, slow, flood, non_reader };
-  void run(kind k, std::uint32_t id);
+  void run(kind k, std::uint32_t id, int first_fd = -1);
   int open(kind k);                // a connected socket, registered, or -1 once stopping
   void close(int fd);              // unregisters and closes
   [[nodiscard]] bool stopping() const noexcept { return stopping_.load(std::memory_order_relaxed); }

@@ -596,3 +596,34 @@ TEST_CASE("15. frames that wait for their window count as bytes the hub holds") 
   b.cut();
   flood.join();
 }
+
+// ---- and what a third review found ----
+
+TEST_CASE("16. guests that say hello and go quiet cannot keep the ranks out") {
+  hub_options o = options(2);
+  o.max_connections = 8;
+  o.io_timeout = 1s;
+  hub<sluice::pool> h(o, {});
+  h.start();
+  // Every place taken by a guest that never sends a frame.
+  std::vector<std::unique_ptr<client>> quiet;
+  for (std::uint32_t i = 0; i < o.max_connections; ++i) {
+    quiet.push_back(std::make_unique<client>(h.port()));
+    quiet.back()->hello(2 + i);
+  }
+  // The ranks wait in the backlog until the guests' quiet runs out; then they are served.
+  client a(h.port()), b(h.port());
+  a.hello(0);
+  b.hello(1);
+  REQUIRE(a.send(0, 1, 0, 100) == 0);
+  const std::optional<header> f = b.receive(in(5000ms));
+  CHECK(f.has_value());
+  for (auto& q : quiet) CHECK(q->closed_by(in(3000ms)));
+  a.end_sending();
+  b.end_sending();
+  hub_ending ending(h);
+  CHECK(ending.by(in(3000ms)));
+  for (auto& q : quiet) q->cut();
+  a.cut();
+  b.cut();
+}

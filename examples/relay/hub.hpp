@@ -132,7 +132,7 @@ struct hub_stats {
   std::int64_t peak_reading = 0;
   std::int64_t peak_footprint = 0;    // the most held + reading + retained a tick saw
   std::uint64_t trims = 0;            // ticks that trimmed the pool
-  std::uint64_t dropped = 0;          // frames from ranks for a rank the hub had cut off
+  std::uint64_t dropped = 0;          // data frames for a rank the hub had cut off
   std::int64_t window_max = 0;        // each window's highest cap, in units
   std::int64_t min_window = 0;        // the lowest cap a soft or hard tick left
   std::uint64_t admit_waits = 0;      // frames whose pump had to wait for their window
@@ -332,12 +332,15 @@ class hub {
     outbox& to = outboxes_[h.destination];
     const std::int64_t units = units_for(body.capacity());
     {
-      std::lock_guard lk(to.admitting);
+      std::unique_lock lk(to.admitting, std::try_to_lock);
+      bool waited = !lk.owns_lock();  // another pump is admitting: this one waits behind it
+      if (waited) lk.lock();
       if (!to.window.try_admit()) {
-        admit_waits_.fetch_add(1, std::memory_order_relaxed);
+        waited = true;
         to.window.admit();  // woken by give_back's note_done, or by the controller opening it
       }
       for (std::int64_t u = 1; u < units; ++u) to.window.note_submitted();
+      if (waited) admit_waits_.fetch_add(1, std::memory_order_relaxed);
     }
     const auto capacity = static_cast<std::int64_t>(body.capacity());
     detail::raise_to(peak_destination_, to.held.add(capacity));
@@ -530,14 +533,22 @@ class hub {
         fail(l, kind, "frame " + std::to_string(n) + ": " + what);
       };
       std::array<std::byte, header_bytes> raw;
-      // No deadline for a frame to begin: a connection may be quiet between frames.
-      io_result r = read_exact(l.fd, raw.data(), 1);
+      // A rank may be quiet between frames as long as it likes; a guest for io_timeout, so that
+      // quiet guests cannot hold the hub's connections (max_connections) from the ranks.
+      io_result r = l.rank ? read_exact(l.fd, raw.data(), 1)
+                           : read_exact_until(l.fd, raw.data(), 1,
+                                              std::chrono::steady_clock::now() + options_.io_timeout);
       const auto deadline = std::chrono::steady_clock::now() + options_.io_timeout;
       if (r.done == 1) {
         const io_result rest = read_exact_until(l.fd, raw.data() + 1, raw.size() - 1, deadline);
         r = {1 + rest.done, rest.error};
       }
       if (r.done == 0 && (r.error == 0 || ending())) return;  // the peer or the hub ended it
+      if (r.done == 0 && r.error == ETIMEDOUT) {
+        bad(conn_error_kind::timeout, "a guest quiet for " +
+                                          std::to_string(options_.io_timeout.count()) + " ms");
+        return;
+      }
       if (r.done < raw.size()) {
         if (r.error == 0 && ending()) return;  // the hub cut it short: nothing to report
         if (r.error == 0) {
@@ -600,7 +611,7 @@ class hub {
       }
       if (!body) return;  // reported
       if (cut_off) {
-        dropped_.fetch_add(1, std::memory_order_relaxed);
+        dropped_.fetch_add(h.is(frame_kind::data), std::memory_order_relaxed);
         pool_.retire(std::move(*body));
         continue;
       }
@@ -664,6 +675,7 @@ class hub {
     bool broken = false;
     while (std::optional<parcel> p = outboxes_[rank].pop()) {
       int copies = broken ? 0 : 1;
+      if (broken && p->head.is(frame_kind::data)) dropped_.fetch_add(1, std::memory_order_relaxed);
       if (!broken && options_.inject != fault::none && p->head.is(frame_kind::data) &&
           p->head.length != 0 &&
           injected_.fetch_add(1, std::memory_order_relaxed) == options_.inject_at) {

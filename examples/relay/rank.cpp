@@ -97,7 +97,11 @@ void rank_node::send_loop() {
   std::vector<std::byte> frame;
   try {
     for (std::uint64_t k = 0; !ctx_.failed.load(std::memory_order_relaxed); ++k) {
-      if (ctx_.deadline ? std::chrono::steady_clock::now() >= *ctx_.deadline : k >= frames_) break;
+      // With a duration, every rank sends at least one frame, however short the duration.
+      if (ctx_.deadline ? k > 0 && std::chrono::steady_clock::now() >= *ctx_.deadline
+                        : k >= frames_) {
+        break;
+      }
       const std::uint32_t to = destination(k);
       header h;
       h.source = id_;
