@@ -332,15 +332,22 @@ class hub {
     outbox& to = outboxes_[h.destination];
     const std::int64_t units = units_for(body.capacity());
     {
+      // A frame that waits is counted as it begins to wait (once), so that a wait that never
+      // ends shows too.
+      bool waits = false;
+      const auto note_wait = [&] {
+        if (!std::exchange(waits, true)) admit_waits_.fetch_add(1, std::memory_order_relaxed);
+      };
       std::unique_lock lk(to.admitting, std::try_to_lock);
-      bool waited = !lk.owns_lock();  // another pump is admitting: this one waits behind it
-      if (waited) lk.lock();
+      if (!lk.owns_lock()) {  // another pump is admitting: this one waits behind it
+        note_wait();
+        lk.lock();
+      }
       if (!to.window.try_admit()) {
-        waited = true;
+        note_wait();
         to.window.admit();  // woken by give_back's note_done, or by the controller opening it
       }
       for (std::int64_t u = 1; u < units; ++u) to.window.note_submitted();
-      if (waited) admit_waits_.fetch_add(1, std::memory_order_relaxed);
     }
     const auto capacity = static_cast<std::int64_t>(body.capacity());
     detail::raise_to(peak_destination_, to.held.add(capacity));
