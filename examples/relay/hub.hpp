@@ -11,10 +11,12 @@
 // cap by the pressure of the traffic's bytes (admitted or being read) against the budget, and
 // trims the pool whenever what it keeps would take the hub's buffers to the budget.
 //
-// Deadlines: a connection must send its hello within io_timeout, and a frame must arrive whole
-// within io_timeout of its first byte; a rank whose writes make no progress for io_timeout is cut
-// off. A connection that fails any check is closed (both directions) and reported; the others
-// are served on.
+// Deadlines: a connection must send its hello within io_timeout, a frame must arrive whole
+// within io_timeout of its first byte, and a guest may be quiet between frames for io_timeout
+// (a rank for as long as it likes); a rank whose socket takes no byte for io_timeout is cut off,
+// and frames for it are then dropped. A connection that fails any check is closed (both
+// directions) and reported once; the others are served on. At most max_connections are served
+// at once; more wait in the listen backlog.
 //
 // Written once for both pool types: Pool is sluice::pool or sluice::mutex_pool.
 //
