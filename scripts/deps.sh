@@ -4,9 +4,11 @@
 #   scripts/deps.sh bench   that, plus the allocators and plotting the benchmark compares with
 set -euo pipefail
 
-# The tests: the compilers (clang and its runtime for the fuzzer), the build tools, git, CMake and
-# pkg-config for the install tests, and doctest.
-packages=(g++ clang libclang-rt-14-dev meson ninja-build pkg-config cmake python3 git doctest-dev)
+# The tests: the compilers (clang and its runtime for the fuzzer; the aarch64 cross compiler, and
+# qemu to run what it builds), the build tools, git, CMake and pkg-config for the install tests
+# (CMake also finds doctest for the cross build), and doctest.
+packages=(g++ clang libclang-rt-14-dev g++-aarch64-linux-gnu qemu-user meson ninja-build pkg-config cmake
+          python3 git doctest-dev)
 if [[ ${1:-test} == bench ]]; then
   packages+=(libbenchmark-dev libboost-dev libmimalloc-dev libjemalloc-dev libtbb-dev python3-matplotlib)
 fi
