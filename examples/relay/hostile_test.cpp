@@ -146,6 +146,24 @@ class hub_ending {
 
 auto in(std::chrono::milliseconds d) { return clock_type::now() + d; }
 
+// Sends 64 KiB frames from `source` to `destination` on a thread until a send fails (the test
+// cuts the client to end it).
+std::thread flood(client& c, std::uint32_t source, std::uint32_t destination) {
+  return std::thread([&c, source, destination] {
+    for (std::uint64_t s = 0; c.send(source, destination, s, 64 * 1024) == 0; ++s) {
+    }
+  });
+}
+
+// Waits until the hub holds `bytes` admitted: with a destination that never reads, its window
+// is then full and its drain waits in a write.
+template <class Hub>
+void await_held(Hub& h, std::int64_t bytes) {
+  const auto deadline = in(10000ms);
+  while (h.stats().held < bytes && clock_type::now() < deadline) std::this_thread::yield();
+  REQUIRE(h.stats().held >= bytes);
+}
+
 }  // namespace
 
 TEST_CASE("1. a rank that never reads does not stall the frames of other destinations") {
@@ -159,15 +177,10 @@ TEST_CASE("1. a rank that never reads does not stall the frames of other destina
   busy.hello(1);
   sender.hello(2);
   // Rank 1 floods rank 0, which never reads, with 64 KiB frames until the hub stops taking them.
-  std::thread flood([&] {
-    for (std::uint64_t s = 0; busy.send(1, 0, s, 64 * 1024) == 0; ++s) {
-    }
-  });
+  std::thread flooding = flood(busy, 1, 0);
   // Once the flood fills what the hub will hold for rank 0 (4 MiB, a third of the budget),
   // rank 2's 1000-byte frames to rank 1 must still arrive, all of them, in time.
-  const auto full = in(10000ms);
-  while (h.stats().held < window && clock_type::now() < full) std::this_thread::yield();
-  REQUIRE(h.stats().held >= window);
+  await_held(h, window);
   constexpr int frames = 200;
   std::thread small([&] {
     for (int s = 0; s < frames && sender.send(2, 1, static_cast<std::uint64_t>(s), 1000) == 0;
@@ -187,7 +200,7 @@ TEST_CASE("1. a rank that never reads does not stall the frames of other destina
   busy.cut();
   sender.cut();
   never_reads.cut();
-  flood.join();
+  flooding.join();
   small.join();
 }
 
@@ -449,18 +462,13 @@ TEST_CASE("11. a connection that fails in its pump and its drain at once is repo
     a.hello(0);
     b->hello(1);
     // Rank 1 never reads: rank 0's flood fills its window, and its drain waits in a write.
-    std::thread flood([&] {
-      for (std::uint64_t s = 0; a.send(0, 1, s, 64 * 1024) == 0; ++s) {
-      }
-    });
-    const auto full = in(10000ms);
-    while (h.stats().held < window && clock_type::now() < full) std::this_thread::yield();
-    REQUIRE(h.stats().held >= window);
+    std::thread flooding = flood(a, 0, 1);
+    await_held(h, window);
     // Then it resets the connection: its pump reads the reset as its drain's write fails.
     b->reset();
     b.reset();
     a.cut();
-    flood.join();
+    flooding.join();
     hub_ending ending(h);
     CHECK(ending.by(in(5000ms)));
     int reports = 0;
@@ -479,14 +487,9 @@ TEST_CASE("12. a rank that stops reading is cut off when no byte has moved for t
   client a(h.port()), b(h.port());
   a.hello(0);
   b.hello(1);
-  std::thread flood([&] {
-    for (std::uint64_t s = 0; a.send(0, 1, s, 64 * 1024) == 0; ++s) {
-    }
-  });
+  std::thread flooding = flood(a, 0, 1);
   // Once the window is full the drain's write has stopped moving (it stopped a little before).
-  const auto full = in(10000ms);
-  while (h.stats().held < window && clock_type::now() < full) std::this_thread::yield();
-  REQUIRE(h.stats().held >= window);
+  await_held(h, window);
   const auto stalled = clock_type::now();
   const auto cut = [&] {
     for (const conn_error& e : h.errors()) {
@@ -501,7 +504,7 @@ TEST_CASE("12. a rank that stops reading is cut off when no byte has moved for t
   CHECK(clock_type::now() - stalled < 3s);
   a.cut();
   b.cut();
-  flood.join();
+  flooding.join();
 }
 
 TEST_CASE("13. connections that come and go leave no threads behind") {
@@ -572,13 +575,8 @@ TEST_CASE("15. frames that wait for their window count as bytes the hub holds") 
   a.hello(0);
   b.hello(1);
   // Rank 1 never reads: rank 0's flood fills its window, and its drain waits in a write.
-  std::thread flood([&] {
-    for (std::uint64_t s = 0; a.send(0, 1, s, 64 * 1024) == 0; ++s) {
-    }
-  });
-  const auto full = in(10000ms);
-  while (h.stats().held < window && clock_type::now() < full) std::this_thread::yield();
-  REQUIRE(h.stats().held >= window);
+  std::thread flooding = flood(a, 0, 1);
+  await_held(h, window);
   // Three guests' 1 MiB frames for rank 1 are read whole and wait for its window: their 3 MiB
   // must show in what the pressure sees.
   std::vector<std::unique_ptr<client>> g;
@@ -594,7 +592,7 @@ TEST_CASE("15. frames that wait for their window count as bytes the hub holds") 
   for (auto& c : g) c->cut();
   a.cut();
   b.cut();
-  flood.join();
+  flooding.join();
 }
 
 // ---- and what a third review found ----

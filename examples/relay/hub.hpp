@@ -785,6 +785,10 @@ class hub {
   std::condition_variable control_cv_;
   bool stopping_ = false;
 
+  // Every atomic below, and cut_off and failed above, is a counter or a flag that publishes no
+  // data (parcels travel through the outboxes under their mutex, links under mu_): relaxed,
+  // synchronizing with nothing. A pump that reads cut_off late queues a frame that the broken
+  // drain then drops and counts.
   std::atomic<std::int64_t> held_{0}, peak_held_{0}, peak_destination_{0}, largest_frame_{0},
       peak_footprint_{0}, min_window_;
   gauge reading_;
