@@ -1,0 +1,150 @@
+// The gate's real code (lib/gate.cpp) under Relacy: its counts, the publication that gate.hpp's
+// MEMORY ORDERING paragraph promises, and the no-lost-wake-up protocol (W) of a waiting admit.
+#include <cstdio>
+#include <optional>
+
+#include "check.hpp"
+#include "../doctest.hpp"
+#include "parking.hpp"
+#include "sluice/gate.hpp"
+
+namespace sluice_relacy {
+extern std::optional<sluice::detail::parking_spot> spot;
+}
+
+namespace {
+
+using namespace sluice_relacy;
+
+// note_done() -> a successful try_admit(), in_flight() or has_capacity(): what the finisher
+// wrote before note_done() is visible to the thread that observed the count it left. The
+// payload is an rl::var, so a missing happens-before is a data race that Relacy reports.
+struct publication : rl::test_suite<publication, 3> {
+  std::optional<sluice::gate> gate;
+  rl::var<int> payload;
+
+  void before() {
+    gate.emplace(1);
+    gate->note_submitted();  // full: only note_done() makes room
+    payload($) = 0;
+  }
+  void thread(unsigned index) {
+    if (index == 0) {
+      payload($) = 1;
+      gate->note_done();
+    } else if (index == 1) {
+      if (gate->try_admit()) RL_ASSERT(payload($) == 1);
+    } else {
+      if (gate->in_flight() == 0) RL_ASSERT(payload($) == 1);
+      if (gate->has_capacity()) RL_ASSERT(payload($) == 1);
+    }
+  }
+  void after() { gate.reset(); }
+};
+
+// Admissions never pass the cap, the floor holds, and no count is lost, while the cap moves.
+struct counts : rl::test_suite<counts, 3> {
+  std::optional<sluice::gate> gate;
+  rl::atomic<int> admitted;  // the test's own count of admissions held
+
+  void before() {
+    gate.emplace(2);
+    admitted($) = 0;
+  }
+  void thread(unsigned index) {
+    if (index == 2) {
+      gate->adjust(sluice::pressure::hard, 4);  // cap 2 -> 1
+      gate->note_done();                        // at zero: the floor keeps it there, or takes one
+      gate->set_cap(2);
+      return;
+    }
+    for (int round = 0; round < 2; ++round) {
+      if (!gate->try_admit()) continue;
+      RL_ASSERT(admitted($).fetch_add(1, rl::mo_relaxed) + 1 <= 2);  // never more than the largest cap
+      RL_ASSERT(gate->in_flight() <= 2);
+      admitted($).fetch_sub(1, rl::mo_relaxed);
+      gate->note_done();
+    }
+  }
+  void after() {
+    RL_ASSERT(gate->in_flight() == 0);
+    RL_ASSERT(gate->cap() == 2);
+    gate.reset();
+  }
+};
+
+// (W): a thread that finds the gate full waits in admit(); a note_done() or a raised cap on
+// another thread must wake it. A lost wake-up leaves it asleep for good, which Relacy reports as
+// a deadlock. The payload checks the publication along the waiting path.
+template <bool raise_cap>
+struct wake : rl::test_suite<wake<raise_cap>, 2> {
+  std::optional<sluice::gate> gate;
+  rl::var<int> payload;
+
+  void before() {
+    spot.emplace();
+    gate.emplace(1);
+    gate->note_submitted();
+    payload($) = 0;
+  }
+  void thread(unsigned index) {
+    if (index == 0) {
+      gate->admit();
+      if (!raise_cap) RL_ASSERT(payload($) == 1);
+    } else {
+      payload($) = 1;
+      if (raise_cap) {
+        gate->set_cap(2);
+      } else {
+        gate->note_done();
+      }
+    }
+  }
+  void after() {
+    RL_ASSERT(gate->in_flight() == (raise_cap ? 2 : 1));
+    gate.reset();
+    spot.reset();
+  }
+};
+
+void expect_passes(const char* what, const outcome& r) {
+  std::printf("relacy: %s: %s after %lu executions\n", what, r.passed ? "passed" : "FAILED", r.iterations);
+  INFO(r.report);
+  CHECK(r.passed);
+}
+
+}  // namespace
+
+TEST_CASE("gate: note_done publishes to the thread that sees its count") {
+  expect_passes("gate publication, every schedule of <= 3 preemptions", explore<publication>(every_schedule(3)));
+  expect_passes("gate publication, random schedules", explore<publication>(random_schedules(200'000)));
+}
+
+TEST_CASE("gate: the cap, the floor and every count, with the cap moving") {
+  expect_passes("gate counts, every schedule of <= 2 preemptions", explore<counts>(every_schedule(2)));
+  expect_passes("gate counts, random schedules", explore<counts>(random_schedules(100'000)));
+}
+
+TEST_CASE("gate: a waiting admit is woken by note_done and by a raised cap (W)") {
+  expect_passes("gate wake by note_done, every schedule of <= 3 preemptions", explore<wake<false>>(every_schedule(3)));
+  expect_passes("gate wake by set_cap, every schedule of <= 3 preemptions", explore<wake<true>>(every_schedule(3)));
+  expect_passes("gate wake by note_done, random schedules", explore<wake<false>>(random_schedules(100'000)));
+}
+
+TEST_CASE("gate: each ordering that gate.cpp names, weakened, is reported") {
+  const ordering orderings[] = {
+      {"(1) note_done's release-CAS", "lib/gate.cpp", "std::memory_order_release,    // (1), (W2)", 2},
+      {"(2) try_admit's acquire-CAS", "lib/gate.cpp", "std::memory_order_acquire,    // (2)", 2},
+      {"(3) has_capacity's acquire-load", "lib/gate.cpp", "std::uint64_t word = word_.load(std::memory_order_acquire);  // (3)", 0},
+      {"(3) in_flight's acquire-load", "lib/gate.cpp", "return count_of(word_.load(std::memory_order_acquire));  // (3)", 0},
+  };
+  for (const ordering& o : orderings) {
+    unsigned weakened = 0;
+    const outcome r = explore_weakened<publication>(o, every_schedule(3), weakened);
+    std::printf("relacy: gate %s weakened: %s after %lu executions\n", o.name,
+                r.passed ? "NOT REPORTED" : r.verdict().c_str(), r.iterations);
+    INFO(std::string(o.name));
+    CHECK(weakened > 0);
+    CHECK_FALSE(r.passed);
+  }
+}
