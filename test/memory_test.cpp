@@ -23,7 +23,9 @@
 
 #include "doctest.hpp"
 #include "sluice/pool.hpp"
+#if __has_include(<memory_resource>)  // pool_resource needs it (libc++ has it from 16 on)
 #include "sluice/pool_resource.hpp"
+#endif
 
 namespace {
 
@@ -209,6 +211,7 @@ TEST_CASE("buffers and pooled blocks are 16-aligned even where operator new alig
     buffer a = p.acquire(n);
     CHECK(aligned(a.data()));
     p.retire(std::move(a));
+#if __has_include(<memory_resource>)
     for (const bool locked : {false, true}) {
       CAPTURE(locked);
       std::unique_ptr<std::pmr::memory_resource> r;
@@ -223,6 +226,7 @@ TEST_CASE("buffers and pooled blocks are 16-aligned even where operator new alig
         r->deallocate(q, k, 16);
       }
     }
+#endif
   }
   small_blocks_8_aligned.store(false);
 }

@@ -40,7 +40,13 @@
 // deallocated after that (as with any resource).
 //
 // pool_resource runs on sluice::pool; mutex_pool_resource, the same on sluice::mutex_pool.
+//
+// It needs the standard library's <memory_resource>: libstdc++ has it, libc++ from 16 on.
 #pragma once
+
+#if !__has_include(<memory_resource>)
+#error "sluice/pool_resource.hpp needs <memory_resource>, which this standard library lacks (libc++ has it from 16 on); sluice's other headers work without it"
+#else
 
 #include <cstddef>
 #include <memory_resource>
@@ -78,3 +84,5 @@ using pool_resource = basic_pool_resource<pool>;
 using mutex_pool_resource = basic_pool_resource<mutex_pool>;
 
 }  // namespace sluice
+
+#endif  // __has_include(<memory_resource>)
