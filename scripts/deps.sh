@@ -9,6 +9,8 @@ set -euo pipefail
 # (CMake also finds doctest for the cross build), and doctest.
 packages=(g++ clang libclang-rt-14-dev g++-aarch64-linux-gnu qemu-user meson ninja-build pkg-config cmake
           python3 git doctest-dev)
+# libc++ for the clang-libc++ mode; the riscv64 cross compiler (run under the same qemu-user).
+packages+=(libc++-14-dev libc++abi-14-dev g++-riscv64-linux-gnu)
 if [[ ${1:-test} == bench ]]; then
   packages+=(libbenchmark-dev libboost-dev libmimalloc-dev libjemalloc-dev libtbb-dev python3-matplotlib)
 fi
