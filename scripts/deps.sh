@@ -11,6 +11,8 @@ packages=(g++ clang libclang-rt-14-dev g++-aarch64-linux-gnu qemu-user meson nin
           python3 git doctest-dev)
 # libc++ for the clang-libc++ mode; the riscv64 cross compiler (run under the same qemu-user).
 packages+=(libc++-14-dev libc++abi-14-dev g++-riscv64-linux-gnu)
+# Relacy, the relaxed-memory model checker that test/relacy runs the library under (header-only).
+packages+=(relacy-dev)
 if [[ ${1:-test} == bench ]]; then
   packages+=(libbenchmark-dev libboost-dev libmimalloc-dev libjemalloc-dev libtbb-dev python3-matplotlib)
 fi

@@ -34,7 +34,7 @@ inline constexpr slot_index no_slot = 0xFFFF'FFFF;
 
 struct slot {
   detail::atomic<slot_index> next{no_slot};  // the link; read by stale poppers, hence atomic
-  std::byte* data = nullptr;                 // read and written only by the slot's owner
+  detail::plain<std::byte*> data = nullptr;  // read and written only by the slot's owner
 };
 
 // A chain of slots detached from or bound for a stack: first..last linked through `next`.
@@ -79,7 +79,7 @@ class slot_table {
     for (;;) {
       if (first == no_slot) return {};
       const std::size_t k = locate(first).first;
-      if (made(k) == nullptr) return {};
+      if (!ensure_chunk(k)) return {};
       const auto count = static_cast<std::uint32_t>(std::min<std::uint64_t>(n, chunk_end(k) - first));
       if (fresh_.compare_exchange_weak(first, first + count, std::memory_order_relaxed)) {
         const chain c{first, first + count - 1, count};
@@ -106,18 +106,23 @@ class slot_table {
     return std::min<std::uint64_t>(chunk_begin(k + 1), no_slot);
   }
 
-  // Chunk k, made now if it is missing; null when no memory can be had.
-  slot* made(std::size_t k) noexcept {
-    slot* base = chunks_[k].load(std::memory_order_acquire);  // (C2)
-    if (base != nullptr) return base;
+  // Whether chunk k exists, made now if it is missing; false when no memory can be had.
+  //
+  // Relaxed loads: this only tests for null, and the claimer reaches the chunk's slots through
+  // find()'s (C2), which reads the one non-null value (C1) wrote (coherence: no older one after
+  // this load saw it) and so synchronizes with it. The Relacy checks found these acquires
+  // redundant (test/relacy/stack_check.cpp).
+  bool ensure_chunk(std::size_t k) noexcept {
+    slot* base = chunks_[k].load(std::memory_order_relaxed);
+    if (base != nullptr) return true;
     slot* mine = new (std::nothrow) slot[chunk_end(k) - chunk_begin(k)];
-    if (mine == nullptr) return nullptr;
+    if (mine == nullptr) return false;
     // (C1) release: the chunk's constructed slots are visible to whoever finds it through (C2).
-    if (chunks_[k].compare_exchange_strong(base, mine, std::memory_order_release, std::memory_order_acquire)) {
-      return mine;
+    if (chunks_[k].compare_exchange_strong(base, mine, std::memory_order_release, std::memory_order_relaxed)) {
+      return true;
     }
-    delete[] mine;  // another thread made it first; `base` is theirs, read with acquire (C2)
-    return base;
+    delete[] mine;  // another thread made it first
+    return true;
   }
 
   std::array<detail::atomic<slot*>, 27> chunks_{};

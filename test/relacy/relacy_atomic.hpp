@@ -34,6 +34,27 @@
 #include <relacy/stdlib/semaphore.hpp>
 #include <relacy/stdlib/event.hpp>
 
+// Relacy replaces the global operator new and delete (inline, in context.hpp) with versions that
+// allocate from the model while a simulation runs, and finds leaks and uses after free there. The
+// library allocates with the nothrow forms, which Relacy leaves to libstdc++; these send them to
+// Relacy's too, so that what the library allocates and frees pairs up.
+inline void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return ::operator new(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+inline void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return ::operator new[](n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+inline void operator delete(void* p, const std::nothrow_t&) noexcept { ::operator delete(p); }
+inline void operator delete[](void* p, const std::nothrow_t&) noexcept { ::operator delete[](p); }
+
 namespace sluice_relacy {
 
 // The one call site to weaken, if any: operations whose call expression starts on a line of
@@ -47,7 +68,8 @@ struct weakening {
 };
 inline weakening weaken{};
 
-inline bool weakened_here(const std::source_location& at) noexcept {
+inline bool weakened_here(std::memory_order o, const std::source_location& at) noexcept {
+  if (o == std::memory_order_relaxed) return false;  // nothing to weaken
   if (weaken.file == nullptr || at.line() < weaken.first_line || at.line() > weaken.last_line) return false;
   const std::size_t n = std::strlen(at.file_name()), m = std::strlen(weaken.file);
   if (n < m || std::strcmp(at.file_name() + n - m, weaken.file) != 0) return false;
@@ -58,7 +80,7 @@ inline bool weakened_here(const std::source_location& at) noexcept {
 enum class kind { load, store, rmw };
 
 inline rl::memory_order order(std::memory_order o, kind k, const std::source_location& at) noexcept {
-  if (weakened_here(at)) {
+  if (weakened_here(o, at)) {
     switch (o) {
       case std::memory_order_seq_cst:
         return k == kind::load ? rl::mo_acquire : k == kind::store ? rl::mo_release : rl::mo_acq_rel;
@@ -189,6 +211,25 @@ class condition_variable {
 
  private:
   rl::condition_variable cv_;
+};
+
+// Plain data that passes between threads (a slot's buffer pointer), as an rl::var: Relacy then
+// reports a read or write that no release/acquire orders after the last write as a data race.
+#define SLUICE_PLAIN_DECLARED
+template <class T>
+class plain {
+ public:
+  plain(T v = T{}) { value_(RL_INFO) = v; }  // NOLINT: as the T it stands for
+  plain(const plain&) = delete;
+  plain& operator=(const plain&) = delete;
+  plain& operator=(T v) {
+    value_(RL_INFO) = v;
+    return *this;
+  }
+  operator T() const { return value_(RL_INFO); }  // NOLINT
+
+ private:
+  rl::var<T> value_;
 };
 
 }  // namespace sluice::detail

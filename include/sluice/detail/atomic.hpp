@@ -7,7 +7,8 @@
 // and unlock) and `sluice::detail::condition_variable` (wait, wait_until and notify_all over a
 // std::unique_lock<detail::mutex>) of its own, for example ones that yield to a deterministic
 // scheduler at every operation; the library's sources are then compiled again into that test's
-// executable.
+// executable. Such a header may also declare `sluice::detail::plain` (below) to watch the plain
+// data that passes between threads, as a model checker does to find a missing release/acquire.
 #pragma once
 
 #ifdef SLUICE_ATOMIC_HEADER
@@ -22,5 +23,15 @@ template <class T>
 using atomic = std::atomic<T>;
 using mutex = std::mutex;
 using condition_variable = std::condition_variable;
+}  // namespace sluice::detail
+#endif
+
+#ifndef SLUICE_PLAIN_DECLARED
+namespace sluice::detail {
+// Plain, non-atomic data that one thread writes and another reads only after the atomics'
+// release/acquire pairs order the two (a slot's buffer pointer). T itself here; a model checker's
+// seam may declare it (and SLUICE_PLAIN_DECLARED) as a watched variable.
+template <class T>
+using plain = T;
 }  // namespace sluice::detail
 #endif
