@@ -77,7 +77,7 @@ struct recorder {
 
 // ---- a thread's caches ------------------------------------------------------------------------
 //
-// Every cache a thread holds is on its list (tls_caches, linked through next_of_thread). The
+// Every cache a thread holds is on its list (`caches`, linked through next_of_thread). The
 // directory, a small array in static TLS, remembers the most recently used few, so that finding
 // the cache costs a few compares and no call; a thread that uses more pools than it has ways
 // finds the others on its list, without a lock or an allocation. A cache keeps its pool's
@@ -91,19 +91,33 @@ struct directory_entry {
 };
 constexpr std::size_t directory_ways = 8;
 
-constinit thread_local std::array<directory_entry, directory_ways> tls_directory
-    __attribute__((tls_model("initial-exec"))){};
-constinit thread_local thread_cache* tls_caches __attribute__((tls_model("initial-exec"))) = nullptr;
-constinit thread_local bool tls_torn_down __attribute__((tls_model("initial-exec"))) = false;
+struct thread_state {
+  std::array<directory_entry, directory_ways> directory{};
+  thread_cache* caches = nullptr;  // the list
+  bool torn_down = false;          // the reaper has run: calls from later destructors go uncached
+};
+
+#ifdef SLUICE_PER_THREAD_DECLARED
+// A model checker whose threads share one OS thread (Relacy's fibers) keeps each one's state
+// through the seam (sluice/detail/atomic.hpp), and drives their exits through
+// release_thread_caches() itself.
+thread_state& this_thread() noexcept { return detail::per_thread<thread_state>(); }
+void arm_reaper() {}
+#else
+constinit thread_local thread_state tls_state __attribute__((tls_model("initial-exec"))){};
 
 struct reaper {
   void arm() noexcept {}
   ~reaper() {
     detail::release_thread_caches();
-    tls_torn_down = true;  // calls from later thread_local destructors go uncached
+    tls_state.torn_down = true;
   }
 };
 thread_local reaper tls_reaper;
+
+[[gnu::always_inline]] inline thread_state& this_thread() noexcept { return tls_state; }
+void arm_reaper() { tls_reaper.arm(); }  // constructs the reaper, to run at thread exit (may throw)
+#endif
 
 void detach(thread_cache* tc) noexcept;
 
@@ -413,7 +427,7 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
 
 // This thread's cache for the pool, if the directory remembers it: a few compares in static TLS.
 [[gnu::always_inline]] inline thread_cache* find_cache(const core& c) noexcept {
-  for (const auto& e : tls_directory) {
+  for (const auto& e : this_thread().directory) {
     if (e.core == &c) return e.cache;
   }
   return nullptr;
@@ -421,13 +435,14 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
 
 // Puts tc in the directory's first way; the last way's cache stays on the thread's list.
 void remember(thread_cache* tc) noexcept {
-  std::move_backward(tls_directory.begin(), tls_directory.end() - 1, tls_directory.end());
-  tls_directory[0] = {&tc->core, tc};
+  auto& directory = this_thread().directory;
+  std::move_backward(directory.begin(), directory.end() - 1, directory.end());
+  directory[0] = {&tc->core, tc};
 }
 
 // Lets go of this thread's caches whose pools are gone (each takes that dead pool's mutex).
 void forget_dead() noexcept {
-  for (thread_cache** link = &tls_caches; *link != nullptr;) {
+  for (thread_cache** link = &this_thread().caches; *link != nullptr;) {
     thread_cache* tc = *link;
     // A hint, relaxed: `alive` only ever falls, and a cache missed now is let go later.
     if (tc->core.alive.load(std::memory_order_relaxed)) {
@@ -435,7 +450,7 @@ void forget_dead() noexcept {
       continue;
     }
     *link = tc->next_of_thread;
-    for (auto& e : tls_directory) {
+    for (auto& e : this_thread().directory) {
       if (e.cache == tc) e = {};
     }
     detach(tc);
@@ -445,11 +460,12 @@ void forget_dead() noexcept {
 // A new cache for this thread's first call to the pool; null when the thread is exiting or no
 // memory can be had (the call then goes uncached).
 [[gnu::cold, gnu::noinline]] thread_cache* enroll(core& c) noexcept {
-  if (tls_torn_down) return nullptr;
+  thread_state& me = this_thread();
+  if (me.torn_down) return nullptr;
   forget_dead();  // here, where the call blocks anyway, so that other calls never wait for it
   thread_cache* tc = nullptr;
   try {
-    tls_reaper.arm();  // constructs the reaper, so that it runs at this thread's exit
+    arm_reaper();
     tc = new thread_cache(c);
   } catch (...) {
     return nullptr;
@@ -461,8 +477,8 @@ void forget_dead() noexcept {
     c.registry = tc;
     ++c.refs;
   }
-  tc->next_of_thread = tls_caches;
-  tls_caches = tc;
+  tc->next_of_thread = me.caches;
+  me.caches = tc;
   remember(tc);
   return tc;
 }
@@ -470,7 +486,7 @@ void forget_dead() noexcept {
 // This thread's cache for the pool when the directory has no way for it: from the thread's
 // list (then remembered), else, when `make`, a new one.
 [[gnu::cold, gnu::noinline]] thread_cache* find_slow(core& c, bool make) noexcept {
-  for (thread_cache* tc = tls_caches; tc != nullptr; tc = tc->next_of_thread) {
+  for (thread_cache* tc = this_thread().caches; tc != nullptr; tc = tc->next_of_thread) {
     if (&tc->core == &c) {
       remember(tc);
       return tc;
@@ -726,7 +742,7 @@ void detach(thread_cache* tc) noexcept {
 // are then made exact again from what the child can reach.
 void adopt_after_fork(core& c) noexcept {
   thread_cache* mine = nullptr;
-  for (thread_cache* tc = tls_caches; tc != nullptr; tc = tc->next_of_thread) {
+  for (thread_cache* tc = this_thread().caches; tc != nullptr; tc = tc->next_of_thread) {
     if (&tc->core == &c) mine = tc;
   }
   for (thread_cache* tc = c.registry; tc != nullptr;) {
@@ -795,9 +811,10 @@ void pool::core::unlock_in_child() noexcept {
 }
 
 void detail::release_thread_caches() noexcept {
-  tls_directory = {};
-  while (thread_cache* tc = tls_caches) {
-    tls_caches = tc->next_of_thread;
+  thread_state& me = this_thread();
+  me.directory = {};
+  while (thread_cache* tc = me.caches) {
+    me.caches = tc->next_of_thread;
     detach(tc);
   }
 }

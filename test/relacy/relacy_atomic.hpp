@@ -233,3 +233,39 @@ class plain {
 };
 
 }  // namespace sluice::detail
+
+namespace sluice_relacy {
+inline constexpr unsigned most_threads = 8;
+// Every per_thread<T> in use, each made fresh by reset_threads() (a check's before() calls it:
+// an execution that Relacy cut short, at a failure, leaves its threads' state behind).
+// A fixed table, not a vector: memory allocated during an execution must be freed in it.
+inline void (*per_thread_resets[4])() = {};
+inline void reset_threads() {
+  for (auto reset : per_thread_resets) {
+    if (reset != nullptr) reset();
+  }
+}
+}  // namespace sluice_relacy
+
+namespace sluice::detail {
+// Relacy runs its threads as fibers of one OS thread, which would share every thread_local: the
+// pool's per-thread state comes from here instead, one T per modelled thread.
+#define SLUICE_PER_THREAD_DECLARED
+template <class T>
+T& per_thread() noexcept {
+  static T states[sluice_relacy::most_threads];
+  static const bool registered = [] {
+    for (auto& reset : sluice_relacy::per_thread_resets) {
+      if (reset == nullptr) {
+        reset = [] {
+          for (T& s : states) s = T{};
+        };
+        return true;
+      }
+    }
+    return false;
+  }();
+  RL_ASSERT(registered);
+  return states[rl::thread_index()];
+}
+}  // namespace sluice::detail

@@ -8,7 +8,10 @@
 // std::unique_lock<detail::mutex>) of its own, for example ones that yield to a deterministic
 // scheduler at every operation; the library's sources are then compiled again into that test's
 // executable. Such a header may also declare `sluice::detail::plain` (below) to watch the plain
-// data that passes between threads, as a model checker does to find a missing release/acquire.
+// data that passes between threads, as a model checker does to find a missing release/acquire,
+// and, for a checker whose threads share one OS thread, `sluice::detail::per_thread<T>()` (each
+// modelled thread's own T) with SLUICE_PER_THREAD_DECLARED, which then stands in for the pool's
+// thread_local state.
 #pragma once
 
 #ifdef SLUICE_ATOMIC_HEADER
