@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, in eight modes: with GCC plain, under ThreadSanitizer, and under
-# AddressSanitizer with UndefinedBehaviorSanitizer (LeakSanitizer on); with Clang 14 plain, under
-# ThreadSanitizer, and plain on libc++ 14 instead of libstdc++; cross-built with GCC for aarch64,
+# The whole test suite, in nine modes: with GCC plain, under ThreadSanitizer, and under
+# AddressSanitizer with UndefinedBehaviorSanitizer (LeakSanitizer on); with Clang 14 plain and
+# under ThreadSanitizer, on libstdc++ and on libc++ 14; cross-built with GCC for aarch64,
 # run under qemu; and a subset of it cross-built for riscv64, run under qemu. Exits non-zero if
 # any test fails in any mode; ends with one line "N passed, N failed" summed over the modes.
 # Modes named as arguments run alone, in that order: bash scripts/test.sh clang-libc++ riscv64
@@ -18,15 +18,16 @@ export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1"
 # architectures; they leave out the tests that do not depend on either (consumer, install, dist
 # and the fuzzer, which build with the build machine's own compilers anyway), which the plain
 # mode runs.
-modes=(plain tsan asan clang clang-tsan clang-libc++ aarch64 riscv64)
+modes=(plain tsan asan clang clang-tsan clang-libc++ clang-libc++-tsan aarch64 riscv64)
 declare -A sanitize=([plain]=none [tsan]=thread [asan]=address,undefined [clang]=none [clang-tsan]=thread
-                     [clang-libc++]=none [aarch64]=none [riscv64]=none)
+                     [clang-libc++]=none [clang-libc++-tsan]=thread [aarch64]=none [riscv64]=none)
 declare -A compiler=([plain]=g++ [tsan]=g++ [asan]=g++ [clang]=clang++-14 [clang-tsan]=clang++-14
-                     [clang-libc++]=clang++-14 [aarch64]=aarch64-linux-gnu-g++ [riscv64]=riscv64-linux-gnu-g++)
+                     [clang-libc++]=clang++-14 [clang-libc++-tsan]=clang++-14 [aarch64]=aarch64-linux-gnu-g++
+                     [riscv64]=riscv64-linux-gnu-g++)
 # The libc++ mode compiles and links against LLVM's standard library. libc++ 14 has no
 # <memory_resource>, so there the library is built without pool_resource and the tests leave it
 # out (lib/meson.build); everything else, doctest included, builds with it.
-declare -A stdlib=([clang-libc++]=-stdlib=libc++)
+declare -A stdlib=([clang-libc++]=-stdlib=libc++ [clang-libc++-tsan]=-stdlib=libc++)
 # A cross mode's Meson cross file, which names its compiler (Meson then leaves CXX to the build
 # machine) and the emulator its tests run under; and how many times their timeouts the tests get
 # there, since qemu runs the suite's longest tests 6 to 18 times slower (hostile_test, 300 s
