@@ -108,7 +108,7 @@ outcome explore_weakened(const ordering& o, const exploration& e, unsigned& weak
   const std::vector<unsigned> at = lines_marked(o.file, o.marker);
   weakened_operations = 0;
   if (at.size() != 1) return {true, 0, "marker found " + std::to_string(at.size()) + " times"};
-  weaken = {o.file, at[0] - o.span, at[0], 0};
+  weaken = {false, o.file, at[0] - o.span, at[0], 0};
   outcome r = explore<Test>(e);
   weakened_operations = weaken.hits;
   weaken = {};

@@ -34,33 +34,13 @@
 #include <relacy/stdlib/semaphore.hpp>
 #include <relacy/stdlib/event.hpp>
 
-// Relacy replaces the global operator new and delete (inline, in context.hpp) with versions that
-// allocate from the model while a simulation runs, and finds leaks and uses after free there. The
-// library allocates with the nothrow forms, which Relacy leaves to libstdc++; these send them to
-// Relacy's too, so that what the library allocates and frees pairs up.
-inline void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return ::operator new(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-inline void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return ::operator new[](n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-inline void operator delete(void* p, const std::nothrow_t&) noexcept { ::operator delete(p); }
-inline void operator delete[](void* p, const std::nothrow_t&) noexcept { ::operator delete[](p); }
-
 namespace sluice_relacy {
 
 // The one call site to weaken, if any: operations whose call expression starts on a line of
 // `file` (a path suffix) in [first_line, last_line] run one step weaker than the library asks
 // (seq_cst as acquire, release or acq_rel; acquire, release and acq_rel as relaxed).
 struct weakening {
+  bool paused = false;     // a check's set-up, which is not under test, runs at full strength
   const char* file = nullptr;
   unsigned first_line = 0;
   unsigned last_line = 0;
@@ -70,7 +50,7 @@ inline weakening weaken{};
 
 inline bool weakened_here(std::memory_order o, const std::source_location& at) noexcept {
   if (o == std::memory_order_relaxed) return false;  // nothing to weaken
-  if (weaken.file == nullptr || at.line() < weaken.first_line || at.line() > weaken.last_line) return false;
+  if (weaken.paused || weaken.file == nullptr || at.line() < weaken.first_line || at.line() > weaken.last_line) return false;
   const std::size_t n = std::strlen(at.file_name()), m = std::strlen(weaken.file);
   if (n < m || std::strcmp(at.file_name() + n - m, weaken.file) != 0) return false;
   ++weaken.hits;
@@ -186,21 +166,30 @@ class mutex {
   rl::mutex m_;
 };
 
+// Over Relacy's condvar itself, whose wait answers why it woke (std's wrapper folds that into a
+// bool whose true means "not notified"). Spurious wake-ups are on, as with std's.
 class condition_variable {
  public:
+  condition_variable() { cv_.init(true, RL_INFO); }
+  ~condition_variable() { cv_.deinit(RL_INFO); }
+  condition_variable(const condition_variable&) = delete;
+  condition_variable& operator=(const condition_variable&) = delete;
+
   void wait(std::unique_lock<mutex>& lock, const std::source_location& at = std::source_location::current()) {
-    cv_.wait(lock.mutex()->model(), sluice_relacy::where(at));
+    cv_.wait(lock.mutex()->model(), false, sluice_relacy::where(at));
   }
   template <class Predicate>
   void wait(std::unique_lock<mutex>& lock, Predicate ready) {
     while (!ready()) wait(lock);
   }
-  // Relacy decides whether a timed wait times out: either outcome is explored.
+  // Relacy decides whether a timed wait times out: either outcome is explored. A spurious
+  // wake-up is no timeout, as with std's.
   template <class Clock, class Duration>
-  std::cv_status wait_until(std::unique_lock<mutex>& lock, const std::chrono::time_point<Clock, Duration>& t,
+  std::cv_status wait_until(std::unique_lock<mutex>& lock, const std::chrono::time_point<Clock, Duration>&,
                             const std::source_location& at = std::source_location::current()) {
-    return cv_.wait_until(lock.mutex()->model(), t, sluice_relacy::where(at)) ? std::cv_status::no_timeout
-                                                                              : std::cv_status::timeout;
+    return cv_.wait(lock.mutex()->model(), true, sluice_relacy::where(at)) == rl::sema_wakeup_reason_timeout
+               ? std::cv_status::timeout
+               : std::cv_status::no_timeout;
   }
   void notify_all(const std::source_location& at = std::source_location::current()) noexcept {
     cv_.notify_all(sluice_relacy::where(at));
@@ -210,7 +199,7 @@ class condition_variable {
   }
 
  private:
-  rl::condition_variable cv_;
+  rl::condvar<rl::condvar_tag_std> cv_;
 };
 
 // Plain data that passes between threads (a slot's buffer pointer), as an rl::var: Relacy then
