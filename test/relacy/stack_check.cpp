@@ -26,13 +26,14 @@ constexpr unsigned most_slots = 4;  // the checks claim at most this many
 // one claims its own slot likewise and pushes it; the third pops chains (or, with pop_all,
 // everything) and reads what it got, then pushes one back and pops again. At the end every
 // claimed slot is on the stack or held, once.
-template <bool take_all>
-struct handoff : rl::test_suite<handoff<take_all>, 3> {
+template <bool take_all, bool after_push = false>
+struct handoff : rl::test_suite<handoff<take_all, after_push>, 3> {
   std::optional<slot_table> slots;
   std::optional<tagged_stack> stack;
   rl::var<int> bytes[most_slots];     // each slot's buffer contents
   std::byte buffers[most_slots][1];   // what the slots' data pointers name
   rl::var<unsigned> held_by_first, held;  // thread 0's and thread 2's; summed in after()
+  rl::atomic<int> pushed;                 // thread 0's chain is on the stack
 
   void before() {
     slots.emplace();
@@ -40,6 +41,7 @@ struct handoff : rl::test_suite<handoff<take_all>, 3> {
     for (auto& b : bytes) b($) = 0;
     held_by_first($) = 0;
     held($) = 0;
+    pushed($).store(0, rl::mo_relaxed);
   }
 
   // Fills a claimed chain's buffers and pushes it.
@@ -72,10 +74,11 @@ struct handoff : rl::test_suite<handoff<take_all>, 3> {
       const chain c = slots->claim(2);
       RL_ASSERT(c.count == 2);
       fill_and_push(c, 1);
+      pushed($).store(1, rl::mo_relaxed);  // relaxed: it orders nothing the check reads
       // A second popper, against thread 2's: it pops two and pushes the first back, keeping the
-      // other. (The ABA case this invites needs a popper stopped between its read of the head
-      // and its CAS while this runs; these explorations did not reach it: with the tags removed
-      // they still pass. test/deterministic drives that case on purpose.)
+      // other. A popper that read (A, link B) before must then fail its CAS on the tag (ABA), or
+      // it would make B the head while this thread holds B. With after_push, thread 2 pops only
+      // once this chain is on the stack, so the two overlap: without the tags, that check fails.
       const chain two = stack->pop_chain(*slots, 2);
       if (two.count != 0) {
         read(two);
@@ -90,6 +93,12 @@ struct handoff : rl::test_suite<handoff<take_all>, 3> {
       fill_and_push(c, 2);
     } else {
       unsigned mine = 0;
+      if (after_push) {
+        // Spins until thread 0's chain is on the stack, so that the two poppers overlap (thread
+        // 0 makes the slot table's first chunk, a hundred operations, before it pushes).
+        while (pushed($).load(rl::mo_relaxed) == 0) {
+        }
+      }
       const chain first = take_all ? stack->pop_all(*slots) : stack->pop_chain(*slots, 2);
       if (first.count != 0) {
         read(first);
@@ -127,6 +136,10 @@ void expect_passes(const char* what, const outcome& r) {
 TEST_CASE("stacks: chains pushed and popped between threads, their bytes seen, no slot lost (S1, S2, C1, C2)") {
   expect_passes("stacks pop_chain, every schedule of <= 1 preemption", explore<handoff<false>>(every_schedule(1)));
   expect_passes("stacks pop_chain, random schedules", explore<handoff<false>>(random_schedules(100'000)));
+}
+
+TEST_CASE("stacks: two poppers overlapping, each pushing back what it popped (the ABA tag)") {
+  expect_passes("stacks two poppers, random schedules", explore<handoff<false, true>>(random_schedules(200'000)));
 }
 
 TEST_CASE("stacks: pop_all takes every chain pushed before it (S3)") {
