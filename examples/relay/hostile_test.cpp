@@ -585,8 +585,12 @@ TEST_CASE("15. frames that wait for their window count as bytes the hub holds") 
     g.back()->hello(2 + i);
     REQUIRE(g.back()->send(2 + i, 1, 0, std::size_t{1} << 20) == 0);
   }
+  // Rank 0's flood frame, read and waiting in admit() under rank 1's admitting mutex, counts
+  // too. The wait is long because one run under ASan (CI-like, 2 cores) saw only two of the
+  // three guests' frames counted after 5 s; the cause is not known yet (an open question for
+  // this test, noted in the closing note).
   const std::int64_t waiting = std::int64_t{3} << 20;
-  const auto deadline = in(5000ms);
+  const auto deadline = in(20000ms);
   while (h.stats().reading < waiting && clock_type::now() < deadline) std::this_thread::yield();
   CHECK(h.stats().reading >= waiting);
   for (auto& c : g) c->cut();
