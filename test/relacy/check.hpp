@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../doctest.hpp"
 #include "relacy_atomic.hpp"
 
 namespace sluice_relacy {
@@ -113,6 +114,14 @@ outcome explore_weakened(const ordering& o, const exploration& e, unsigned& weak
   weakened_operations = weaken.hits;
   weaken = {};
   return r;
+}
+
+// A check that must pass: one line of what Relacy explored, and its report if it failed.
+inline void expect_passes(const char* what, const outcome& r) {
+  std::printf("relacy: %s: %s after %lu executions\n", what, r.passed ? "passed" : "FAILED", r.iterations);
+  std::fflush(stdout);
+  INFO(r.report);
+  CHECK(r.passed);
 }
 
 }  // namespace sluice_relacy

@@ -107,13 +107,6 @@ struct wake : rl::test_suite<wake<raise_cap>, 2> {
   }
 };
 
-void expect_passes(const char* what, const outcome& r) {
-  std::printf("relacy: %s: %s after %lu executions\n", what, r.passed ? "passed" : "FAILED", r.iterations);
-  std::fflush(stdout);
-  INFO(r.report);
-  CHECK(r.passed);
-}
-
 }  // namespace
 
 TEST_CASE("gate: note_done publishes to the thread that sees its count") {

@@ -194,13 +194,6 @@ struct bound_check : pool_check_base, rl::test_suite<bound_check, 3> {
   }
 };
 
-void expect_passes(const char* what, const outcome& r) {
-  std::printf("relacy: %s: %s after %lu executions\n", what, r.passed ? "passed" : "FAILED", r.iterations);
-  std::fflush(stdout);
-  INFO(r.report);
-  CHECK(r.passed);
-}
-
 }  // namespace
 
 TEST_CASE("pool: buffers handed between threads through a cache's flush") {

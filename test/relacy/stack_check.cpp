@@ -124,13 +124,6 @@ struct handoff : rl::test_suite<handoff<take_all, after_push>, 3> {
   }
 };
 
-void expect_passes(const char* what, const outcome& r) {
-  std::printf("relacy: %s: %s after %lu executions\n", what, r.passed ? "passed" : "FAILED", r.iterations);
-  std::fflush(stdout);
-  INFO(r.report);
-  CHECK(r.passed);
-}
-
 }  // namespace
 
 TEST_CASE("stacks: chains pushed and popped between threads, their bytes seen, no slot lost (S1, S2, C1, C2)") {
