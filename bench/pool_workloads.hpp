@@ -7,8 +7,9 @@
 //                    router reading a frame into it does, and give it back.
 // pool.flow.16KiB    threads pair up (even index: producer, odd: its consumer); per iteration a
 //                    producer gets a block, writes its first and last byte and pushes it into
-//                    the pair's ring, and the consumer pops one, reads its last byte and gives it
-//                    back. Memory crosses threads, as frames do in a server.
+//                    the pair's ring (boost::lockfree::spsc_queue), and the consumer pops one,
+//                    reads its last byte and gives it back. Memory crosses threads, as frames do
+//                    in a server.
 //
 // A source is a default-constructible class with
 //   using item = ...;                            what get answers (a buffer, or a pointer)
@@ -18,8 +19,9 @@
 // and one instance per source type and block size serves all threads of every run.
 #pragma once
 
+#include <boost/lockfree/spsc_queue.hpp>
+
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <dlfcn.h>
@@ -75,51 +77,32 @@ void mixed(benchmark::State& state) {
   }
 }
 
-// A bounded single-producer single-consumer ring. Each side keeps its own index on its own cache
-// line with a stale copy of the other's, and reloads the other's only when the copy says full
-// (or empty). A full or empty ring spins with yield: the machine may have fewer cores than
-// benchmark threads.
-template <class T, std::size_t Capacity = 64>
-class spsc_ring {
- public:
-  void push(T&& value) {
-    const std::size_t tail = tail_.load(std::memory_order_relaxed);
-    while (tail - head_seen_ == Capacity) {
-      head_seen_ = head_.load(std::memory_order_acquire);
-      if (tail - head_seen_ == Capacity) std::this_thread::yield();
-    }
-    slots_[tail % Capacity] = std::move(value);
-    tail_.store(tail + 1, std::memory_order_release);
-  }
-
-  T pop() {
-    const std::size_t head = head_.load(std::memory_order_relaxed);
-    while (tail_seen_ == head) {
-      tail_seen_ = tail_.load(std::memory_order_acquire);
-      if (tail_seen_ == head) std::this_thread::yield();
-    }
-    T value = std::move(slots_[head % Capacity]);
-    head_.store(head + 1, std::memory_order_release);
-    return value;
-  }
-
- private:
-  alignas(64) std::atomic<std::size_t> tail_{0};  // the producer's line
-  std::size_t head_seen_ = 0;
-  alignas(64) std::atomic<std::size_t> head_{0};  // the consumer's line
-  std::size_t tail_seen_ = 0;
-  alignas(64) std::array<T, Capacity> slots_{};
+// The flow's ring: boost::lockfree::spsc_queue of 64 places. A full or empty ring spins with
+// yield: the machine may have fewer cores than benchmark threads.
+// Boost 1.74's queue copies an element in (push takes const T&), and an item may be move-only
+// (sluice::buffer); so the queue holds each item in a box whose copy moves it. push copies a box
+// only when there is room, and the consumer moves the item out before the queue destroys the
+// box: the item crosses by moves alone, with no allocation, as in any ring.
+template <class T>
+struct moving_box {
+  mutable T item;
+  explicit moving_box(T&& it) noexcept : item(std::move(it)) {}
+  moving_box(const moving_box& other) noexcept : item(std::move(other.item)) {}
+  moving_box& operator=(const moving_box&) = delete;
 };
+
+template <class T>
+using flow_queue = boost::lockfree::spsc_queue<moving_box<T>, boost::lockfree::capacity<64>>;
 
 // One ring per producer/consumer pair, enough for the largest thread count registered. Every
 // run leaves each ring empty (a producer pushes exactly as many blocks as its consumer pops), so
 // the rings carry over from run to run.
 template <class Src>
-spsc_ring<typename Src::item>& flow_ring(int pair_index) {
+flow_queue<typename Src::item>& flow_ring(int pair_index) {
   static const auto rings = [] {
     int most = 2;
     for (const int n : thread_counts()) most = n > most ? n : most;
-    return std::make_unique<spsc_ring<typename Src::item>[]>(static_cast<std::size_t>(most / 2));
+    return std::make_unique<flow_queue<typename Src::item>[]>(static_cast<std::size_t>(most / 2));
   }();
   return rings[static_cast<std::size_t>(pair_index)];
 }
@@ -140,11 +123,15 @@ void flow(benchmark::State& state) {
       std::byte* bytes = Src::bytes(it);
       bytes[0] = std::byte{1};
       bytes[flow_size - 1] = std::byte{2};
-      ring.push(std::move(it));
+      const moving_box<typename Src::item> box{std::move(it)};
+      while (!ring.push(box)) std::this_thread::yield();  // full
     }
   } else {
     for (auto _ : state) {
-      auto it = ring.pop();
+      typename Src::item it{};
+      while (!ring.consume_one([&it](auto& box) { it = std::move(box.item); })) {
+        std::this_thread::yield();  // empty
+      }
       benchmark::DoNotOptimize(Src::bytes(it)[flow_size - 1]);
       src.put(std::move(it), flow_size);
     }
