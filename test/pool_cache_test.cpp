@@ -142,37 +142,59 @@ TEST_CASE("a long-lived thread uses many short-lived pools, one after another") 
 }
 
 TEST_CASE("take misses at most what another live thread caches, and a batch crosses over") {
-  // bound 1024: a cache holds at most 1024 / 16 = 64 buffers, at most 32 of one class (a
-  // magazine's room, twice the batch of 16 that these sizes move in).
+  // bound 1024: P = 16, so a cache's magazines hold at most 2 * P = 32 places of the bound,
+  // buffers or spare, and a magazine of these sizes at most 32 (twice their batch of 16).
   sluice::pool p;
   turns turn;
   std::thread other([&] {
-    for (int i = 0; i < 32; ++i) {  // up to the cache's limit: all cached
+    for (int i = 0; i < 16; ++i) {  // up to the cache's limit: all cached
       p.retire(buffer(4096));
       p.retire(buffer(2048));
     }
     turn.advance_to(1);
     turn.wait_for(2);
-    p.retire(buffer(4096));  // one more than the limit: the cache moves to the shared stacks
+    p.retire(buffer(4096));  // one more than the limit: the other class moves to the shared stack
     turn.advance_to(3);
     turn.wait_for(4);
   });
   turn.wait_for(1);
-  CHECK(p.retained() == 64);        // cached buffers count toward retained()...
+  CHECK(p.retained() == 32);        // cached buffers count toward retained()...
   CHECK_FALSE(p.take(4096));        // ...but another thread's cache is not searched
   CHECK_FALSE(p.take(2048));
   turn.advance_to(2);
   turn.wait_for(3);
   int taken = 0;
-  while (p.take(4096)) ++taken;
-  CHECK(taken == 32);               // what crossed, as chains
   while (p.take(2048)) ++taken;
-  CHECK(taken == 64);
-  CHECK(p.retained() == 1);         // the last one is still cached over there
+  CHECK(taken == 16);               // what crossed, as one chain
+  CHECK_FALSE(p.take(4096));
+  CHECK(p.retained() == 17);        // the rest is still cached over there
   turn.advance_to(4);
   other.join();
   while (p.take(4096)) ++taken;     // and given back when that thread exited
-  CHECK(taken == 65);
+  CHECK(taken == 33);
+  CHECK(p.retained() == 0);
+}
+
+TEST_CASE("a full magazine moves its oldest batch to the shared stack") {
+  sluice::pool p;
+  turns turn;
+  std::thread other([&] {
+    for (int i = 0; i < 33; ++i) p.retire(buffer(4096));  // a magazine holds 32
+    turn.advance_to(1);
+    turn.wait_for(2);
+  });
+  turn.wait_for(1);
+  int taken = 0;
+  while (p.take(4096)) ++taken;
+  CHECK(taken == 16);
+  CHECK(p.retained() == 17);
+  turn.advance_to(2);
+  other.join();
+  CHECK(p.retained() == 17);
+  const auto s = p.stats();
+  CHECK(s.retired == 33);
+  CHECK(s.hits == 16);
+  CHECK(s.retained_bytes == 17 * 4096);
 }
 
 TEST_CASE_TEMPLATE("trim and the switch reach what other threads cache at their next call", P, POOLS) {

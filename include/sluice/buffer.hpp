@@ -22,7 +22,14 @@ namespace sluice {
 
 namespace detail {
 struct buffer_access;
-}
+
+// A buffer's memory and capacity, as a pool holds it (the size is set when it is answered).
+// Trivially copyable, so that it travels in registers between the pools' paths.
+struct held {
+  std::byte* data = nullptr;
+  std::size_t capacity = 0;
+};
+}  // namespace detail
 
 class buffer {
  public:
@@ -64,5 +71,19 @@ class buffer {
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
 };
+
+namespace detail {
+// The one door through which the pools open and close a buffer.
+struct buffer_access {
+  static buffer make(held h, std::size_t size) noexcept { return buffer(h.data, size, h.capacity); }
+  static buffer make_or_empty(held h, std::size_t size) noexcept { return h.data ? make(h, size) : buffer(); }
+  static held release(buffer& b) noexcept {
+    held h{b.data_, b.capacity_};
+    b.data_ = nullptr;
+    b.size_ = b.capacity_ = 0;
+    return h;
+  }
+};
+}  // namespace detail
 
 }  // namespace sluice

@@ -1,4 +1,4 @@
-// Raw memory for buffers, and the one door through which the pools open and close a buffer.
+// Raw memory for buffers.
 #pragma once
 
 #include <algorithm>
@@ -28,22 +28,5 @@ inline std::byte* allocate_bytes(std::size_t n) {
   return static_cast<std::byte*>(p);
 }
 inline void free_bytes(std::byte* p) noexcept { ::operator delete(p); }  // as ~buffer does
-
-// What a pool keeps of a buffer it holds: the memory and its capacity (the size is set again
-// when the buffer is answered).
-struct held {
-  std::byte* data = nullptr;
-  std::size_t capacity = 0;
-};
-
-struct buffer_access {
-  static buffer make(held h, std::size_t size) noexcept { return buffer(h.data, size, h.capacity); }
-  static held release(buffer& b) noexcept {
-    held h{b.data_, b.capacity_};
-    b.data_ = nullptr;
-    b.size_ = b.capacity_ = 0;
-    return h;
-  }
-};
 
 }  // namespace sluice::detail

@@ -10,23 +10,15 @@
 #include <cstdint>
 #include <limits>
 
-namespace sluice::detail {
+#include "sluice/detail/pool_cache.hpp"  // class_of
 
-inline constexpr std::size_t smallest_class_size = 16;
+namespace sluice::detail {
 
 // The nominal size of class c: (4 + c % 4) << (c / 4 + 2), saturated at SIZE_MAX.
 constexpr std::size_t nominal_class_size(std::size_t c) noexcept {
   const std::size_t shift = c / 4 + 2;
   if (shift >= 62) return std::numeric_limits<std::size_t>::max();  // 4 << 62 is 2^64
   return (4 + c % 4) << shift;
-}
-
-// The smallest class whose nominal size is at least n. For 2^b < n <= 2^(b+1) the four classes
-// are 2^b + j * 2^(b-2), j = 1..4, and (n - 1) >> (b - 2) is 3 + j.
-constexpr std::size_t class_of(std::size_t n) noexcept {
-  if (n <= smallest_class_size) return 0;
-  const std::size_t b = std::bit_width(n - 1) - 1;  // b >= 4
-  return 4 * b - 19 + ((n - 1) >> (b - 2));
 }
 
 // The classes of a pool with this ceiling: the top one is cut at the ceiling.
@@ -60,15 +52,16 @@ class size_classes {
 };
 
 // How many buffers of a class move between a thread cache and the shared stack at once: 16 up
-// to 16 KiB, then fewer as buffers grow (256 KiB / size, so a cache holds at most 2 * batch of
+// to 16 KiB, then fewer as buffers grow (256 KiB / size, so a cache holds at most twice that of
 // a class), down to 2 from the 96 KiB class, so that caches do not sit on much memory.
-constexpr std::uint32_t batch_size(std::size_t class_size) noexcept {
+constexpr std::uint32_t magazine_batch(std::size_t class_size) noexcept {
   const std::size_t per_batch_bytes = std::size_t{256} << 10;
   return static_cast<std::uint32_t>(std::clamp<std::size_t>(per_batch_bytes / std::max<std::size_t>(class_size, 1), 2, 16));
 }
 
 static_assert(class_of(0) == 0 && class_of(16) == 0 && class_of(17) == 1 && class_of(20) == 1);
-static_assert(batch_size(80 << 10) == 3 && batch_size(96 << 10) == 2 && batch_size(16 << 10) == 16);
+static_assert(magazine_batch(80 << 10) == 3 && magazine_batch(96 << 10) == 2 && magazine_batch(16 << 10) == 16);
+static_assert(2 * magazine_batch(0) <= magazine::room);
 static_assert(class_of(32) == 4 && class_of(33) == 5 && nominal_class_size(5) == 40);
 static_assert(nominal_class_size(class_of(1000)) == 1024 && nominal_class_size(class_of(800)) == 896);
 static_assert(class_of(std::numeric_limits<std::size_t>::max()) == 240);

@@ -213,4 +213,53 @@ class alignas(64) tagged_stack {
   detail::atomic<std::uint64_t> head_{pack(no_slot, 0)};
 };
 
+// ---- a thread's own list of free slots, and its moves to and from the free stack -----------
+//
+// Every `next` load and store below is relaxed: it touches a slot that this thread owns (on its
+// own list, or popped from a stack), whose link only it writes; links on a shared stack are
+// ordered by the stack's own CASes (S1, S2).
+
+struct slot_list {
+  slot_index first = no_slot;
+  std::uint32_t count = 0;
+};
+
+// The first n (1 <= n <= list.count) slots of a list, as a chain (its last slot found by walking).
+inline chain first_of(slot_table& slots, const slot_list& list, std::uint32_t n) noexcept {
+  chain out{list.first, list.first, n};
+  for (std::uint32_t j = 1; j < n; ++j) out.last = slots[out.last].next.load(std::memory_order_relaxed);
+  return out;
+}
+
+// Puts a chain of slots on the list; when the list then holds more than 2 * batch, all but
+// batch go to the free stack, so that no list grows past that.
+inline void put_slots(slot_table& slots, slot_list& list, const chain& ch, tagged_stack& free_stack,
+                      std::uint32_t batch) noexcept {
+  slots[ch.last].next.store(list.first, std::memory_order_relaxed);
+  list = {ch.first, list.count + ch.count};
+  if (list.count > 2 * batch) {
+    const chain excess = first_of(slots, list, list.count - batch);
+    list = {slots[excess.last].next.load(std::memory_order_relaxed), batch};
+    free_stack.push_chain(slots, excess);  // (S1)
+  }
+}
+
+// One slot: from the list (null: the caller has none, and gets one slot alone), else from the
+// free stack or fresh from the table, batch at a time, the rest kept on the list. no_slot when
+// none can be had (no memory, or all 2^32 - 1 made).
+inline slot_index get_slot(slot_table& slots, slot_list* list, tagged_stack& free_stack,
+                           std::uint32_t batch) noexcept {
+  if (list != nullptr && list->count > 0) {
+    const slot_index i = list->first;
+    *list = {slots[i].next.load(std::memory_order_relaxed), list->count - 1};
+    return i;
+  }
+  const std::uint32_t want = list != nullptr ? batch : 1;
+  chain got = free_stack.pop_chain(slots, want);  // (S2)
+  if (got.count == 0) got = slots.claim(want);
+  if (got.count == 0) return no_slot;
+  if (got.count > 1) *list = {slots[got.first].next.load(std::memory_order_relaxed), got.count - 1};
+  return got.first;
+}
+
 }  // namespace sluice::detail

@@ -28,7 +28,7 @@ fi
 [[ -n $cxx ]] || { echo "fuzz_differential: no clang++ (scripts/deps.sh test installs it)"; exit 1; }
 
 bin=$work/differential
-sources=(lib/*.cpp test/fuzz/differential.cpp)
+sources=(lib/*.cpp lib/pool/*.cpp test/fuzz/differential.cpp)
 if [[ ! -x $bin ]] || [[ -n $(find include lib test/fuzz/differential.cpp test/fuzz/*.hpp test/fuzz/run.sh -newer "$bin" -type f | head -1) ]]; then
   echo "fuzz_differential: building with $cxx"
   start=$SECONDS

@@ -1,0 +1,92 @@
+// What sluice::pool's inline fast paths read: a thread's cache of one pool, as far as a take or
+// a retire that hits it needs to see. Not part of sluice's API. Code that calls a pool inlines
+// these layouts, so it must be built against the headers of the libsluice it runs with (the
+// library's soname carries its minor version for that reason).
+//
+// A thread's front (thread_front, one per thread, in static TLS) names the pool it last called
+// and that pool's magazines as this thread's cache holds them: `key` is the pool's state word as
+// the thread last brought its cache up to date with it, and `view` the magazine to use per size
+// class. Every pool's state word is unique to that pool and that moment (lib/pool/core.hpp), so
+// one compare, key == the pool's state word, stands for "this thread's cache, of this pool, up to
+// date, the pool enabled"; any other answer sends the call to the general path (lib/pool.cpp),
+// which brings the cache up to date and points the front at it again.
+//
+// A magazine holds one class's cached buffers, items[0, count), and owns `owned` places of the
+// pool's bound, one for each buffer it holds and the rest spare: a take that hits leaves its
+// place with the magazine, and a retire that hits uses a spare one, so neither touches anything
+// shared. Where the general path must see a call (a class whose off-class shelf holds buffers, a
+// class the pool cuts at its ceiling, one it has never cached), the view points at `absent`, a
+// magazine that owns nothing and is never written: its count of 0 fails a take and its count not
+// below its places fails a retire.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include "sluice/detail/atomic.hpp"
+
+namespace sluice::detail {
+
+inline constexpr std::size_t smallest_class_size = 16;
+
+// The pools' size classes: four per power of two from 16 bytes (16, 20, 24, 28, 32, 40, ...). The
+// smallest class whose nominal size is at least n: for 2^b < n <= 2^(b+1) the four classes are
+// 2^b + j * 2^(b-2), j = 1..4, and (n - 1) >> (b - 2) is 3 + j. Any std::size_t has a class.
+constexpr std::size_t class_of(std::size_t n) noexcept {
+  if (n <= smallest_class_size) return 0;
+  // b >= 4, the index of n - 1's top bit (63 ^ countl_zero is one bsr on x86-64)
+  const auto b = static_cast<std::size_t>(63 ^ std::countl_zero(std::uint64_t{n - 1}));
+  return 4 * b - 19 + ((n - 1) >> (b - 2));
+}
+static_assert(sizeof(std::size_t) == 8, "class_of is written for 64-bit sizes");
+inline constexpr std::size_t class_count_max = class_of(SIZE_MAX) + 1;  // a view's length
+
+// Fields a thread other than the owner reads (stats(), under the pool's admin mutex) are atomics,
+// all relaxed: each has one writer, and stats() clamps what it derives from a momentary mix.
+struct magazine {
+  static constexpr std::uint32_t room = 32;
+  atomic<std::uint32_t> count{0};   // buffers held: items[0, count)
+  atomic<std::uint32_t> owned{0};   // places of the bound held: count <= owned <= limit
+  std::uint32_t limit = 0;          // most places (and buffers) it holds; <= room
+  std::size_t capacity = 0;         // its class's size
+  atomic<std::uint64_t> takes{0};   // buffers ever taken from it
+  atomic<std::uint64_t> moved{0};   // net buffers the general path moved in (batches) or out
+                                    // (batches, frees), mod 2^64. So retires kept in it, ever,
+                                    // are count - moved + takes: no counter moves on a retire.
+  std::byte* items[room];
+};
+
+struct thread_front {
+  std::uint64_t key = 0;              // no pool's state word is 0
+  magazine* const* view = nullptr;    // class_count_max magazines
+  // The magazine the last retire that found one through the view kept its buffer in, and that
+  // buffer's capacity, so that a retire of the same capacity (frames are mostly of one size)
+  // needs no class computation. Set with the view to `absent` and 0.
+  std::size_t recent_capacity = 0;
+  magazine* recent = nullptr;
+};
+
+#ifdef SLUICE_PER_THREAD_DECLARED
+inline thread_front& this_thread_front() noexcept { return per_thread<thread_front>(); }
+#else
+// Initial-exec TLS: one instruction to reach, no call. A libsluice.so that a program loads with
+// dlopen takes its initial-exec TLS (this and the thread's directory of caches, under 200 bytes)
+// from the static TLS that glibc keeps spare for such libraries (512 bytes by default, the
+// tunable glibc.rtld.optional_static_tls); test/dlopen loads it so.
+extern constinit thread_local thread_front tls_front __attribute__((tls_model("initial-exec")));
+inline thread_front& this_thread_front() noexcept { return tls_front; }
+#endif
+
+// Whether this thread's front is the cache of the pool whose state word is `state`, up to date.
+// Then this_thread_front().view[class_of(n)] is the magazine for a request or a capacity of n.
+//
+// (F) Relaxed: a trim, switch or off-class shelving that happens-before this call wrote the state
+// word before it, so this load sees that write or a later one (write-read coherence) and the call
+// goes to the general path, which frees or mends the cache; one that merely ran earlier on
+// another thread reaches this one at a later call, as sluice/pool.hpp's THREAD CACHES allows.
+[[gnu::always_inline]] inline bool front_is_current(const atomic<std::uint64_t>& state) noexcept {
+  return this_thread_front().key == state.load(std::memory_order_relaxed);
+}
+
+}  // namespace sluice::detail

@@ -1,0 +1,149 @@
+// A thread's caches of sluice::pool: how a thread finds its cache for a pool, keeps it, and
+// gives it up at its exit. What runs here runs rarely: at a thread's first call to a pool, at a
+// general call (pool.cpp), and at the thread's end. A hit never comes here: the front
+// (sluice/detail/pool_cache.hpp) takes it to the magazine directly.
+//
+// Every cache a thread holds is on its list (`caches`, linked through next_of_thread). The
+// directory, a small array, remembers the most recently used few, so that finding the cache
+// costs a few compares; a thread that uses more pools than it has ways finds the others on its
+// list, without a lock or an allocation. A cache keeps its pool's control block alive, so the
+// key, the control block's address, is never reused while a way or the list names it. The
+// thread's state is trivially destructible; a separate thread_local `reaper` gives every cache
+// back at thread exit.
+#include <algorithm>
+#include <array>
+#include <type_traits>
+
+#include "core.hpp"
+
+namespace sluice::detail {
+
+#ifndef SLUICE_PER_THREAD_DECLARED
+constinit thread_local thread_front tls_front __attribute__((tls_model("initial-exec"))){};
+#endif
+
+namespace {
+
+struct directory_entry {
+  const pool::core* core = nullptr;
+  thread_cache* cache = nullptr;
+};
+constexpr std::size_t directory_ways = 8;
+
+struct thread_caches {
+  std::array<directory_entry, directory_ways> directory{};
+  thread_cache* caches = nullptr;  // the list
+  bool torn_down = false;          // the reaper has run: calls from later destructors go uncached
+};
+
+// The initial-exec TLS that sluice/detail/pool_cache.hpp promises stays under 200 bytes.
+static_assert(sizeof(thread_front) + sizeof(thread_caches) < 200);
+static_assert(std::is_trivially_destructible_v<thread_front> && std::is_trivially_destructible_v<thread_caches>);
+
+#ifdef SLUICE_PER_THREAD_DECLARED
+// A model checker whose threads share one OS thread (Relacy's fibers) keeps each one's state
+// through the seam (sluice/detail/atomic.hpp), and drives their exits through
+// release_thread_caches() itself.
+thread_caches& this_thread() noexcept { return per_thread<thread_caches>(); }
+void arm_reaper() {}
+#else
+// Initial-exec, like the front: see sluice/detail/pool_cache.hpp for what that means for dlopen.
+constinit thread_local thread_caches tls_caches __attribute__((tls_model("initial-exec"))){};
+
+struct reaper {
+  void arm() noexcept {}
+  ~reaper() {
+    release_thread_caches();
+    tls_caches.torn_down = true;
+  }
+};
+thread_local reaper tls_reaper;
+
+thread_caches& this_thread() noexcept { return tls_caches; }
+void arm_reaper() { tls_reaper.arm(); }  // constructs the reaper, to run at thread exit (may throw)
+#endif
+
+// Puts tc in the directory's first way; the last way's cache stays on the thread's list.
+void remember(thread_cache* tc) noexcept {
+  auto& directory = this_thread().directory;
+  std::move_backward(directory.begin(), directory.end() - 1, directory.end());
+  directory[0] = {&tc->core, tc};
+}
+
+// Takes tc off this thread's directory and front, before it is given back.
+void forget(thread_cache* tc) noexcept {
+  for (auto& e : this_thread().directory) {
+    if (e.cache == tc) e = {};
+  }
+  thread_front& front = this_thread_front();
+  if (tc->view && front.view == tc->view.get()) front = {};
+}
+
+// Lets go of this thread's caches whose pools are gone (each takes that dead pool's mutex).
+void forget_dead() noexcept {
+  for (thread_cache** link = &this_thread().caches; *link != nullptr;) {
+    thread_cache* tc = *link;
+    // A hint, relaxed: `alive` only ever falls, and a cache missed now is let go later.
+    if (tc->core.alive.load(std::memory_order_relaxed)) {
+      link = &tc->next_of_thread;
+      continue;
+    }
+    *link = tc->next_of_thread;
+    forget(tc);
+    give_back(tc);
+  }
+}
+
+// A new cache for this thread's first call to the pool; null when the thread is exiting or no
+// memory can be had (the call then goes uncached).
+thread_cache* enroll(pool::core& c) noexcept {
+  thread_caches& me = this_thread();
+  if (me.torn_down) return nullptr;
+  forget_dead();  // here, where the call blocks anyway, so that other calls never wait for it
+  thread_cache* tc = nullptr;
+  try {
+    arm_reaper();
+    tc = make_cache(c);
+  } catch (...) {
+    return nullptr;
+  }
+  tc->next_of_thread = me.caches;
+  me.caches = tc;
+  remember(tc);
+  return tc;
+}
+
+}  // namespace
+
+thread_cache* cache_of_this_thread(pool::core& c, bool make) noexcept {
+  thread_caches& me = this_thread();
+  for (const auto& e : me.directory) {
+    if (e.core == &c) return e.cache;
+  }
+  for (thread_cache* tc = me.caches; tc != nullptr; tc = tc->next_of_thread) {
+    if (&tc->core == &c) {
+      remember(tc);
+      return tc;
+    }
+  }
+  return make ? enroll(c) : nullptr;
+}
+
+thread_cache* own_cache_after_fork(const pool::core& c) noexcept {
+  for (thread_cache* tc = this_thread().caches; tc != nullptr; tc = tc->next_of_thread) {
+    if (&tc->core == &c) return tc;
+  }
+  return nullptr;
+}
+
+void release_thread_caches() noexcept {
+  thread_caches& me = this_thread();
+  me.directory = {};
+  this_thread_front() = {};
+  while (thread_cache* tc = me.caches) {
+    me.caches = tc->next_of_thread;
+    give_back(tc);
+  }
+}
+
+}  // namespace sluice::detail
