@@ -91,7 +91,7 @@ std::uint64_t restamp(core& c, F f, std::memory_order order) noexcept {
   std::uint64_t now = 0;
   do {
     now = (f(old) & (detail::one_stamp - 1)) | fresh_stamp();
-  } while (!c.state.compare_exchange_weak(old, now, order, std::memory_order_relaxed));
+  } while (!c.state.compare_exchange_weak(old, now, order, std::memory_order_relaxed));  // (T1) in trim
   return now;
 }
 
@@ -279,7 +279,10 @@ magazine* magazine_for(caller& k, std::size_t cls) noexcept {
   if (m == nullptr) return nullptr;
   m->capacity = k.c.class_size[cls];
   m->limit = std::min(2 * detail::magazine_batch(m->capacity), k.c.cache_places);
-  k.tc->magazines[cls] = std::move(m);
+  {
+    std::lock_guard lock(k.c.admin_mutex);  // (M): stats() reads the magazines under it
+    k.tc->magazines[cls] = std::move(m);
+  }
   aim_view(k, cls);
   return k.tc->magazines[cls].get();
 }
@@ -312,6 +315,13 @@ std::uint32_t flush(caller& k, std::size_t cls, magazine& m, std::uint32_t n) no
   return out.count;
 }
 
+// Gives the spare places of a magazine back to the shared counter.
+void drop_spare(caller& k, magazine& m) noexcept {
+  const std::uint32_t count = m.count.load(std::memory_order_relaxed);
+  unreserve(k.c, m.owned.load(std::memory_order_relaxed) - count);
+  set_owned(*k.tc, m, count);
+}
+
 // Room for `more` places beyond what the cache's magazines hold, except: the other magazines'
 // spare places go back to the shared counter, then, if that is not enough, their buffers move
 // to the shared stacks. False when that could not be done (no slot could be had).
@@ -324,12 +334,21 @@ bool make_room(caller& k, const magazine& except, std::uint32_t more) noexcept {
       if (m == nullptr || m == &except) continue;
       const std::uint32_t count = m->count.load(std::memory_order_relaxed);
       if (pass == 1 && count > 0) flush(k, cls, *m, count);
-      const std::uint32_t held_now = m->count.load(std::memory_order_relaxed);
-      unreserve(k.c, m->owned.load(std::memory_order_relaxed) - held_now);
-      set_owned(tc, *m, held_now);
+      drop_spare(k, *m);
     }
   }
   return fits();
+}
+
+// Up to n places of the bound: from the shared counter, or else, once it is spent, from the
+// spare places this thread's own magazines hold, given back first. So the bound drops a retire
+// only for places that other threads hold: a thread alone sees the sequential pool.
+std::size_t reserve_for(caller& k, std::size_t n) noexcept {
+  if (const std::size_t got = reserve(k.c, n); got > 0 || !k.caches()) return got;
+  for (std::size_t cls = 0; cls < k.c.classes.count(); ++cls) {
+    if (magazine* m = k.tc->magazines[cls].get(); m != nullptr) drop_spare(k, *m);
+  }
+  return reserve(k.c, n);
 }
 
 // Spare places for a magazine that has none (count == owned): up to place_batch at a time,
@@ -340,7 +359,7 @@ bool add_places(caller& k, std::size_t cls, magazine& m) noexcept {
   if (!make_room(k, m, 1)) return false;
   const std::uint32_t owned = m.owned.load(std::memory_order_relaxed);
   const std::uint32_t want = std::min({k.c.place_batch, m.limit - owned, k.c.cache_places - k.tc->places});
-  const auto got = static_cast<std::uint32_t>(reserve(k.c, want));
+  const auto got = static_cast<std::uint32_t>(reserve_for(k, want));
   if (got == 0) return false;
   set_owned(*k.tc, m, owned + got);
   return true;
@@ -487,7 +506,7 @@ bool retire_on_class(caller& k, std::size_t cls, std::byte* data) noexcept {
     m->count.store(n + 1, std::memory_order_relaxed);
     return true;
   }
-  if (reserve(k.c, 1) == 0) return false;
+  if (reserve_for(k, 1) == 0) return false;
   if (const slot_index i = get_slot(k); i != no_slot) {
     k.c.slots[i].data = data;
     if (publish(k, cls, chain{i, i, 1}, /*earlier=*/false)) {
@@ -513,7 +532,7 @@ std::optional<held> take_off_class(caller& k, std::size_t cls, std::size_t size)
 }
 
 bool retire_off_class(caller& k, std::size_t cls, held h) noexcept {
-  if (reserve(k.c, 1) == 0) return false;
+  if (reserve_for(k, 1) == 0) return false;
   bool first = false;
   {
     std::lock_guard lock(k.c.shelf_mutex);

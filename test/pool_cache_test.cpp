@@ -175,6 +175,25 @@ TEST_CASE("take misses at most what another live thread caches, and a batch cros
   CHECK(p.retained() == 0);
 }
 
+TEST_CASE("a thread's own spare places never drop its retire below the bound") {
+  // A take that hits leaves its place spare in its magazine; at the bound, a retire of another
+  // kind must find it, or a thread alone would not see the sequential pool. (The differential
+  // fuzzer found the off-class case.)
+  sluice::pool p{{.bound = 64}};
+  for (int i = 0; i < 64; ++i) p.retire(buffer(4096));
+  buffer a = p.take(4096), b = p.take(4096);
+  CHECK(p.retained() == 62);
+  p.retire(buffer(1000));  // off-class, on the shelves
+  p.retire(buffer(2048));  // another class's magazine
+  CHECK(p.retained() == 64);
+  const auto s = p.stats();
+  CHECK(s.retired == 66);
+  CHECK(s.dropped == 0);
+  p.retire(std::move(a));  // the bound: dropped
+  CHECK(p.stats().dropped == 1);
+  CHECK(p.retained() == 64);
+}
+
 TEST_CASE("a full magazine moves its oldest batch to the shared stack") {
   sluice::pool p;
   turns turn;

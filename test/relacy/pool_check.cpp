@@ -215,9 +215,9 @@ TEST_CASE("pool: the bound with spare places") {
 TEST_CASE("pool: each ordering of the handshakes that pool.cpp names, weakened, is reported") {
   const ordering sites[] = {
       {"(P1) the flag's seq_cst store", "lib/pool.cpp", "tc.publishing.store(flag, std::memory_order_seq_cst);  // (P1)", 0},
-      {"(P2) the publisher's seq_cst load of the state", "lib/pool.cpp", "may_push(k.c.state.load(std::memory_order_seq_cst));  // (P2)", 0},
+      {"(P2) the publisher's seq_cst load of the state", "lib/pool.cpp", "k.c.state.load(std::memory_order_seq_cst);  // (P2)", 0},
       {"(P3) the flag's release store", "lib/pool.cpp", "tc.publishing.store(flag + 1, std::memory_order_release);  // (P3)", 0},
-      {"(T1) trim's seq_cst bump of the state", "lib/pool.cpp", "c.state.fetch_add(start, std::memory_order_seq_cst) + start;      // (T1)", 0},
+      {"(T1) trim's seq_cst restamp of the state", "lib/pool.cpp", "order, std::memory_order_relaxed));  // (T1) in trim", 0},
       {"(T2) trim's seq_cst load of a flag", "lib/pool.cpp", "tc->publishing.load(std::memory_order_seq_cst);  // (T2)", 0},
       {"trim's acquire wait for a flag to move", "lib/pool.cpp", "while (tc->publishing.load(std::memory_order_acquire) == seen)", 0},
   };
