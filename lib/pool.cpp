@@ -110,10 +110,27 @@ struct recorder {
   }
 };
 
-// One owner's relaxed increment of a magazine field (see sluice/detail/pool_cache.hpp).
-template <class T>
-void bump(detail::atomic<T>& a, T by) noexcept {
-  a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+// One owner's increment of a magazine field (see sluice/detail/pool_cache.hpp).
+void bump(detail::atomic<std::uint64_t>& a, std::uint64_t by, std::memory_order order) noexcept {
+  a.store(a.load(std::memory_order_relaxed) + by, order);
+}
+
+// The general path's changes to a magazine's count, each with the counter stats() derives
+// retires from, stored in the order magazine::takes states (release on the second store: a
+// reader that sees it sees the first).
+void take_one(magazine& m, std::uint32_t n) noexcept {  // n: the count before
+  m.count.store(n - 1, std::memory_order_relaxed);
+  bump(m.takes, 1, std::memory_order_release);
+}
+void batch_in(magazine& m, std::uint32_t n) noexcept {  // n buffers just written past count
+  bump(m.batched_in, n, std::memory_order_relaxed);
+  m.count.store(m.count.load(std::memory_order_relaxed) + n, std::memory_order_release);
+}
+void batch_out(magazine& m, std::uint32_t n) noexcept {  // the oldest n, already moved or freed
+  const std::uint32_t count = m.count.load(std::memory_order_relaxed);
+  std::copy(m.items + n, m.items + count, m.items);
+  m.count.store(count - n, std::memory_order_relaxed);
+  bump(m.batched_out, n, std::memory_order_release);
 }
 
 // ---- what every general call shares ---------------------------------------------------------
@@ -307,10 +324,7 @@ std::uint32_t flush(caller& k, std::size_t cls, magazine& m, std::uint32_t n) no
   }
   if (out.count == 0) return 0;
   if (!publish(k, cls, out, /*earlier=*/true)) free_chain(k, cls, out);
-  const std::uint32_t count = m.count.load(std::memory_order_relaxed);
-  std::copy(m.items + out.count, m.items + count, m.items);
-  m.count.store(count - out.count, std::memory_order_relaxed);
-  bump(m.moved, -std::uint64_t{out.count});
+  batch_out(m, out.count);
   set_owned(*k.tc, m, m.owned.load(std::memory_order_relaxed) - out.count);
   return out.count;
 }
@@ -389,8 +403,7 @@ void refill(caller& k, std::size_t cls, magazine& m) noexcept {
     m.items[j] = k.c.slots[i].data;
     i = k.c.slots[i].next.load(std::memory_order_relaxed);
   }
-  m.count.store(got.count, std::memory_order_relaxed);
-  bump(m.moved, std::uint64_t{got.count});
+  batch_in(m, got.count);
   const std::uint32_t now_owned = std::max(owned, got.count);
   unreserve(k.c, owned + got.count - now_owned);  // the spare places the batch's own replace
   set_owned(*k.tc, m, now_owned);
@@ -399,18 +412,20 @@ void refill(caller& k, std::size_t cls, magazine& m) noexcept {
 
 // Frees what tc caches and gives back its places of the bound (after a trim, or when the pool
 // is disabled). Owner only.
+// Frees what a magazine holds and gives back all its places.
+void empty_magazine(caller& k, std::size_t cls, magazine& m) noexcept {
+  const std::uint32_t count = m.count.load(std::memory_order_relaxed);
+  free_held(k, cls, m.items, count);
+  unreserve(k.c, m.owned.load(std::memory_order_relaxed) - count);
+  batch_out(m, count);
+  set_owned(*k.tc, m, 0);
+}
+
 void empty_cache(core& c, thread_cache& tc) noexcept {
   caller k{c, &tc, tc.synced_state};
   if (!tc.magazines) return;
   for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
-    if (magazine* m = tc.magazines[cls].get(); m != nullptr) {
-      const std::uint32_t count = m->count.load(std::memory_order_relaxed);
-      free_held(k, cls, m->items, count);
-      unreserve(c, m->owned.load(std::memory_order_relaxed) - count);
-      m->count.store(0, std::memory_order_relaxed);
-      bump(m->moved, -std::uint64_t{count});
-      set_owned(tc, *m, 0);
-    }
+    if (magazine* m = tc.magazines[cls].get(); m != nullptr) empty_magazine(k, cls, *m);
   }
 }
 
@@ -447,7 +462,7 @@ caller enter(core& c) noexcept {
 // and enabled, so that the thread's next call to this pool may hit it inline.
 void leave(const caller& k) noexcept {
   if (k.caches() && enabled_in(k.state) && k.state == k.tc->synced_state) {
-    detail::this_thread_front() = {k.state, k.tc->view.get(), 0, &k.tc->absent};
+    detail::point_front(k.state, *k.tc);
   }
 }
 
@@ -471,8 +486,7 @@ std::byte* take_on_class(caller& k, std::size_t cls) noexcept {
   if (m != nullptr) {
     if (m->count.load(std::memory_order_relaxed) == 0) refill(k, cls, *m);
     if (const std::uint32_t n = m->count.load(std::memory_order_relaxed); n > 0) {
-      m->count.store(n - 1, std::memory_order_relaxed);  // its place stays, spare
-      bump(m->takes, std::uint64_t{1});
+      take_one(*m, n);  // its place stays, spare
       return m->items[n - 1];
     }
     if (k.c.stacks[cls].looks_empty()) return nullptr;  // else the cache had no room: pop one
@@ -678,8 +692,12 @@ void detail::thread_cache::tally(counters& into) const noexcept {
   recorder rec{&into, true};
   for (std::size_t cls = 0; cls < core.classes.count(); ++cls) {
     if (const magazine* m = magazines[cls].get(); m != nullptr) {
-      const std::uint64_t takes = m->takes.load(std::memory_order_relaxed);
-      const std::uint64_t kept = m->count.load(std::memory_order_relaxed) - m->moved.load(std::memory_order_relaxed) + takes;
+      // In this order, with acquire: a momentary mix counts too few retires, never too many
+      // (magazine::takes); stats() keeps the count from falling.
+      const std::uint64_t takes = m->takes.load(std::memory_order_acquire);
+      const std::uint64_t out = m->batched_out.load(std::memory_order_acquire);
+      const std::uint64_t count = m->count.load(std::memory_order_acquire);
+      const std::uint64_t kept = count - m->batched_in.load(std::memory_order_relaxed) + out + takes;
       rec.add(&counters::hits, takes);
       rec.add(&counters::retired, kept);
       rec.add(&counters::bytes_out, takes * m->capacity);
@@ -727,12 +745,7 @@ void detail::give_back(thread_cache* tc) noexcept {
           if (const std::uint32_t count = m->count.load(std::memory_order_relaxed); count > 0) {
             flush(k, cls, *m, count);
           }
-          const std::uint32_t count = m->count.load(std::memory_order_relaxed);
-          free_held(k, cls, m->items, count);  // what found no slot: the thread is leaving
-          unreserve(c, m->owned.load(std::memory_order_relaxed) - count);
-          m->count.store(0, std::memory_order_relaxed);
-          bump(m->moved, -std::uint64_t{count});
-          set_owned(*tc, *m, 0);
+          empty_magazine(k, cls, *m);  // what found no slot: the thread is leaving
         }
       }
       if (tc->free_slots.count > 0) {
@@ -896,6 +909,7 @@ pool_stats pool::stats() const noexcept {
   catch_up_own(c);
   counters sum;
   std::size_t spare = 0;
+  std::uint64_t retired = 0;
   {
     std::lock_guard lock(c.admin_mutex);
     c.departed.fold_into(sum);
@@ -904,6 +918,10 @@ pool_stats pool::stats() const noexcept {
       tc->tally(sum);
       spare += tc->spare_places();
     }
+    // A momentary mix may count too few retires (thread_cache::tally): never answer fewer than
+    // an earlier stats() did. Exact again when no call is in flight.
+    c.retired_reported = std::max(c.retired_reported, sum.retired.load(std::memory_order_relaxed));
+    retired = c.retired_reported;
   }
   const auto get = [&](auto field) { return (sum.*field).load(std::memory_order_relaxed); };
   const std::size_t reserved = c.reserved.load(std::memory_order_relaxed);
@@ -911,7 +929,7 @@ pool_stats pool::stats() const noexcept {
   pool_stats s;
   s.hits = get(&counters::hits);
   s.misses = get(&counters::misses);
-  s.retired = get(&counters::retired);
+  s.retired = retired;
   s.dropped = get(&counters::dropped);
   s.retained = reserved - std::min(spare, reserved);  // in [0, reserved], and reserved <= bound
   s.retained_bytes = in > out ? static_cast<std::size_t>(in - out) : 0;

@@ -253,15 +253,17 @@ static_assert(buffer_pool<pool> && buffer_pool<mutex_pool>);
 
 // ---- sluice::pool's fast paths: a hit on this thread's cache, else the general path ------------
 //
-// Relaxed loads and stores of the magazine, plain moves: only this thread writes its magazines,
-// and stats() reads them (sluice/detail/pool_cache.hpp).
+// Relaxed loads and stores of the magazine, plain moves (the one release is a plain move on
+// x86 too): only this thread writes its magazines, and stats() reads them
+// (sluice/detail/pool_cache.hpp).
 
 [[gnu::always_inline]] inline detail::held pool::take_cached(std::size_t size) noexcept {
   if (detail::front_is_current(state_)) {
-    detail::magazine& m = *detail::this_thread_front().view[detail::class_of(size)];
+    detail::magazine& m = *detail::front_view(detail::class_of(size));
     if (const std::uint32_t n = m.count.load(std::memory_order_relaxed); n != 0) {
       m.count.store(n - 1, std::memory_order_relaxed);  // its place stays, spare
-      m.takes.store(m.takes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      // release: stats() that sees this take sees the count it left (magazine::takes)
+      m.takes.store(m.takes.load(std::memory_order_relaxed) + 1, std::memory_order_release);
       return {m.items[n - 1], m.capacity};
     }
   }
@@ -270,13 +272,13 @@ static_assert(buffer_pool<pool> && buffer_pool<mutex_pool>);
 
 [[gnu::always_inline]] inline bool pool::retire_cached(detail::held h) noexcept {
   if (detail::front_is_current(state_)) {
-    detail::thread_front& f = detail::this_thread_front();
-    detail::magazine* m = f.recent;
-    if (f.recent_capacity != h.capacity) {
-      m = f.view[detail::class_of(h.capacity)];
+    detail::magazine* m = nullptr;
+    if (detail::front_recent_capacity() == h.capacity) [[likely]] {
+      m = detail::front_recent();
+    } else {
+      m = detail::front_view(detail::class_of(h.capacity));
       if (m->capacity != h.capacity) return false;  // not one of the class's own buffers
-      f.recent_capacity = h.capacity;
-      f.recent = m;
+      detail::front_remember(h.capacity, m);
     }
     // A spare place for it.
     if (const std::uint32_t n = m->count.load(std::memory_order_relaxed); n < m->owned.load(std::memory_order_relaxed)) {

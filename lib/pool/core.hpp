@@ -141,6 +141,7 @@ struct pool::core final : detail::fork_aware {
   // (relaxed) by a thread choosing which of its caches to give up.
   detail::atomic<bool> alive{true};
   detail::counters departed;  // the counts of caches that are gone
+  std::uint64_t retired_reported = 0;  // the most retires stats() has answered
   detail::counters orphans;   // calls from threads without a cache (fetch_add: any thread)
 };
 
@@ -154,6 +155,9 @@ namespace sluice::detail {
 // a new one (enrolled with make_cache). Null when there is none: the thread is past its
 // thread_local destructors, no memory could be had, or `make` is false.
 thread_cache* cache_of_this_thread(pool::core& c, bool make) noexcept;
+
+// Points this thread's front at tc's view under the state word `state` (pool.cpp's leave()).
+void point_front(std::uint64_t state, thread_cache& tc) noexcept;
 
 // A new cache for this thread, entered in the core's registry. Throws std::bad_alloc.
 thread_cache* make_cache(pool::core& c);

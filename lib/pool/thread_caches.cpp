@@ -75,7 +75,7 @@ void forget(thread_cache* tc) noexcept {
   for (auto& e : this_thread().directory) {
     if (e.cache == tc) e = {};
   }
-  thread_front& front = this_thread_front();
+  thread_front& front = this_thread_front();  // defined in this file: no UBSan false null
   if (tc->view && front.view == tc->view.get()) front = {};
 }
 
@@ -127,6 +127,10 @@ thread_cache* cache_of_this_thread(pool::core& c, bool make) noexcept {
     }
   }
   return make ? enroll(c) : nullptr;
+}
+
+void point_front(std::uint64_t state, thread_cache& tc) noexcept {
+  this_thread_front() = {state, tc.view.get(), 0, &tc.absent};
 }
 
 thread_cache* own_cache_after_fork(const pool::core& c) noexcept {

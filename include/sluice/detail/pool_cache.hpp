@@ -42,18 +42,22 @@ constexpr std::size_t class_of(std::size_t n) noexcept {
 static_assert(sizeof(std::size_t) == 8, "class_of is written for 64-bit sizes");
 inline constexpr std::size_t class_count_max = class_of(SIZE_MAX) + 1;  // a view's length
 
-// Fields a thread other than the owner reads (stats(), under the pool's admin mutex) are atomics,
-// all relaxed: each has one writer, and stats() clamps what it derives from a momentary mix.
+// Fields a thread other than the owner reads (stats(), under the pool's admin mutex) are atomics
+// with one writer each.
 struct magazine {
   static constexpr std::uint32_t room = 32;
   atomic<std::uint32_t> count{0};   // buffers held: items[0, count)
   atomic<std::uint32_t> owned{0};   // places of the bound held: count <= owned <= limit
   std::uint32_t limit = 0;          // most places (and buffers) it holds; <= room
   std::size_t capacity = 0;         // its class's size
-  atomic<std::uint64_t> takes{0};   // buffers ever taken from it
-  atomic<std::uint64_t> moved{0};   // net buffers the general path moved in (batches) or out
-                                    // (batches, frees), mod 2^64. So retires kept in it, ever,
-                                    // are count - moved + takes: no counter moves on a retire.
+  // What the statistics derive from (no counter moves on a retire): buffers ever taken from it,
+  // and ever moved in and out of it in batches (refills; flushes and frees). Retires kept in
+  // it, ever: count - batched_in + batched_out + takes, mod 2^64. Each writer stores count and
+  // its counter in the order that lets a reader, which loads takes, batched_out, count and
+  // batched_in in that order with acquire, see too few retires at a moment, never too many.
+  atomic<std::uint64_t> takes{0};
+  atomic<std::uint64_t> batched_in{0};
+  atomic<std::uint64_t> batched_out{0};
   std::byte* items[room];
 };
 
@@ -69,6 +73,7 @@ struct thread_front {
 
 #ifdef SLUICE_PER_THREAD_DECLARED
 inline thread_front& this_thread_front() noexcept { return per_thread<thread_front>(); }
+#define SLUICE_DETAIL_FRONT ::sluice::detail::this_thread_front()
 #else
 // Initial-exec TLS: one instruction to reach, no call. A libsluice.so that a program loads with
 // dlopen takes its initial-exec TLS (this and the thread's directory of caches, under 200 bytes)
@@ -76,17 +81,33 @@ inline thread_front& this_thread_front() noexcept { return per_thread<thread_fro
 // tunable glibc.rtld.optional_static_tls); test/dlopen loads it so.
 extern constinit thread_local thread_front tls_front __attribute__((tls_model("initial-exec")));
 inline thread_front& this_thread_front() noexcept { return tls_front; }
+// The inline paths name the variable itself, never a reference to it: GCC's UBSan checks a
+// reference's address against null with the flags of an `add` that the linker may relax into
+// a `lea`, which sets none, and then reports a null that is not there (a static link, x86-64).
+#define SLUICE_DETAIL_FRONT ::sluice::detail::tls_front
 #endif
 
 // Whether this thread's front is the cache of the pool whose state word is `state`, up to date.
-// Then this_thread_front().view[class_of(n)] is the magazine for a request or a capacity of n.
+// Then front_view(class_of(n)) is the magazine for a request or a capacity of n.
 //
 // (F) Relaxed: a trim, switch or off-class shelving that happens-before this call wrote the state
 // word before it, so this load sees that write or a later one (write-read coherence) and the call
 // goes to the general path, which frees or mends the cache; one that merely ran earlier on
 // another thread reaches this one at a later call, as sluice/pool.hpp's THREAD CACHES allows.
 [[gnu::always_inline]] inline bool front_is_current(const atomic<std::uint64_t>& state) noexcept {
-  return this_thread_front().key == state.load(std::memory_order_relaxed);
+  return SLUICE_DETAIL_FRONT.key == state.load(std::memory_order_relaxed);
 }
+
+[[gnu::always_inline]] inline magazine* front_view(std::size_t cls) noexcept { return SLUICE_DETAIL_FRONT.view[cls]; }
+
+// The magazine the last retire remembered, and the capacity of its buffers.
+[[gnu::always_inline]] inline std::size_t front_recent_capacity() noexcept { return SLUICE_DETAIL_FRONT.recent_capacity; }
+[[gnu::always_inline]] inline magazine* front_recent() noexcept { return SLUICE_DETAIL_FRONT.recent; }
+[[gnu::always_inline]] inline void front_remember(std::size_t capacity, magazine* m) noexcept {
+  SLUICE_DETAIL_FRONT.recent_capacity = capacity;
+  SLUICE_DETAIL_FRONT.recent = m;
+}
+
+#undef SLUICE_DETAIL_FRONT
 
 }  // namespace sluice::detail
