@@ -110,27 +110,16 @@ struct recorder {
   }
 };
 
-// One owner's increment of a magazine field (see sluice/detail/pool_cache.hpp).
-void bump(detail::atomic<std::uint64_t>& a, std::uint64_t by, std::memory_order order) noexcept {
-  a.store(a.load(std::memory_order_relaxed) + by, order);
+// One owner's increment of a magazine's counter (see sluice/detail/pool_cache.hpp).
+void bump(detail::atomic<std::uint64_t>& a) noexcept {
+  a.store(a.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
-// The general path's changes to a magazine's count, each with the counter stats() derives
-// retires from, stored in the order magazine::takes states (release on the second store: a
-// reader that sees it sees the first).
-void take_one(magazine& m, std::uint32_t n) noexcept {  // n: the count before
-  m.count.store(n - 1, std::memory_order_relaxed);
-  bump(m.takes, 1, std::memory_order_release);
-}
-void batch_in(magazine& m, std::uint32_t n) noexcept {  // n buffers just written past count
-  bump(m.batched_in, n, std::memory_order_relaxed);
-  m.count.store(m.count.load(std::memory_order_relaxed) + n, std::memory_order_release);
-}
-void batch_out(magazine& m, std::uint32_t n) noexcept {  // the oldest n, already moved or freed
-  const std::uint32_t count = m.count.load(std::memory_order_relaxed);
+// The oldest n of a magazine's buffers are gone (moved or freed): the rest move down.
+void drop_oldest(magazine& m, std::uint64_t n) noexcept {
+  const std::uint64_t count = m.count.load(std::memory_order_relaxed);
   std::copy(m.items + n, m.items + count, m.items);
   m.count.store(count - n, std::memory_order_relaxed);
-  bump(m.batched_out, n, std::memory_order_release);
 }
 
 // ---- what every general call shares ---------------------------------------------------------
@@ -324,7 +313,7 @@ std::uint32_t flush(caller& k, std::size_t cls, magazine& m, std::uint32_t n) no
   }
   if (out.count == 0) return 0;
   if (!publish(k, cls, out, /*earlier=*/true)) free_chain(k, cls, out);
-  batch_out(m, out.count);
+  drop_oldest(m, out.count);
   set_owned(*k.tc, m, m.owned.load(std::memory_order_relaxed) - out.count);
   return out.count;
 }
@@ -403,7 +392,7 @@ void refill(caller& k, std::size_t cls, magazine& m) noexcept {
     m.items[j] = k.c.slots[i].data;
     i = k.c.slots[i].next.load(std::memory_order_relaxed);
   }
-  batch_in(m, got.count);
+  m.count.store(got.count, std::memory_order_relaxed);
   const std::uint32_t now_owned = std::max(owned, got.count);
   unreserve(k.c, owned + got.count - now_owned);  // the spare places the batch's own replace
   set_owned(*k.tc, m, now_owned);
@@ -417,7 +406,7 @@ void empty_magazine(caller& k, std::size_t cls, magazine& m) noexcept {
   const std::uint32_t count = m.count.load(std::memory_order_relaxed);
   free_held(k, cls, m.items, count);
   unreserve(k.c, m.owned.load(std::memory_order_relaxed) - count);
-  batch_out(m, count);
+  m.count.store(0, std::memory_order_relaxed);
   set_owned(*k.tc, m, 0);
 }
 
@@ -485,8 +474,9 @@ std::byte* take_on_class(caller& k, std::size_t cls) noexcept {
   magazine* m = magazine_for(k, cls);
   if (m != nullptr) {
     if (m->count.load(std::memory_order_relaxed) == 0) refill(k, cls, *m);
-    if (const std::uint32_t n = m->count.load(std::memory_order_relaxed); n > 0) {
-      take_one(*m, n);  // its place stays, spare
+    if (const std::uint64_t n = m->count.load(std::memory_order_relaxed); n > 0) {
+      m->count.store(n - 1, std::memory_order_relaxed);  // its place stays, spare
+      bump(m->takes);
       return m->items[n - 1];
     }
     if (k.c.stacks[cls].looks_empty()) return nullptr;  // else the cache had no room: pop one
@@ -515,9 +505,10 @@ bool retire_on_class(caller& k, std::size_t cls, std::byte* data) noexcept {
         !add_places(k, cls, *m)) {
       return false;
     }
-    const std::uint32_t n = m->count.load(std::memory_order_relaxed);
+    const std::uint64_t n = m->count.load(std::memory_order_relaxed);
     m->items[n] = data;
     m->count.store(n + 1, std::memory_order_relaxed);
+    bump(m->retires);
     return true;
   }
   if (reserve_for(k, 1) == 0) return false;
@@ -692,12 +683,8 @@ void detail::thread_cache::tally(counters& into) const noexcept {
   recorder rec{&into, true};
   for (std::size_t cls = 0; cls < core.classes.count(); ++cls) {
     if (const magazine* m = magazines[cls].get(); m != nullptr) {
-      // In this order, with acquire: a momentary mix counts too few retires, never too many
-      // (magazine::takes); stats() keeps the count from falling.
-      const std::uint64_t takes = m->takes.load(std::memory_order_acquire);
-      const std::uint64_t out = m->batched_out.load(std::memory_order_acquire);
-      const std::uint64_t count = m->count.load(std::memory_order_acquire);
-      const std::uint64_t kept = count - m->batched_in.load(std::memory_order_relaxed) + out + takes;
+      const std::uint64_t takes = m->takes.load(std::memory_order_relaxed);
+      const std::uint64_t kept = m->retires.load(std::memory_order_relaxed);
       rec.add(&counters::hits, takes);
       rec.add(&counters::retired, kept);
       rec.add(&counters::bytes_out, takes * m->capacity);
@@ -909,7 +896,6 @@ pool_stats pool::stats() const noexcept {
   catch_up_own(c);
   counters sum;
   std::size_t spare = 0;
-  std::uint64_t retired = 0;
   {
     std::lock_guard lock(c.admin_mutex);
     c.departed.fold_into(sum);
@@ -918,10 +904,6 @@ pool_stats pool::stats() const noexcept {
       tc->tally(sum);
       spare += tc->spare_places();
     }
-    // A momentary mix may count too few retires (thread_cache::tally): never answer fewer than
-    // an earlier stats() did. Exact again when no call is in flight.
-    c.retired_reported = std::max(c.retired_reported, sum.retired.load(std::memory_order_relaxed));
-    retired = c.retired_reported;
   }
   const auto get = [&](auto field) { return (sum.*field).load(std::memory_order_relaxed); };
   const std::size_t reserved = c.reserved.load(std::memory_order_relaxed);
@@ -929,7 +911,7 @@ pool_stats pool::stats() const noexcept {
   pool_stats s;
   s.hits = get(&counters::hits);
   s.misses = get(&counters::misses);
-  s.retired = retired;
+  s.retired = get(&counters::retired);
   s.dropped = get(&counters::dropped);
   s.retained = reserved - std::min(spare, reserved);  // in [0, reserved], and reserved <= bound
   s.retained_bytes = in > out ? static_cast<std::size_t>(in - out) : 0;

@@ -112,7 +112,8 @@
 // MEMORY ORDERING. A retired buffer's bytes, written before retire(), are visible to the thread
 // whose take() answers that buffer (release at the push, acquire at the pop). stats() and
 // retained() are exact when no call is in flight; during traffic each is a sum of per-thread
-// counters read one after another, clamped into its true range (retained() into [0, bound]).
+// counters read one after another, clamped into its true range (retained() into [0, bound]),
+// and hits, misses, retired and dropped never fall from one answer to the next.
 //
 // mutex_pool has the identical interface and semantics over one std::mutex (no thread caches):
 // the baseline for benchmarks and the reference model for tests.
@@ -253,17 +254,15 @@ static_assert(buffer_pool<pool> && buffer_pool<mutex_pool>);
 
 // ---- sluice::pool's fast paths: a hit on this thread's cache, else the general path ------------
 //
-// Relaxed loads and stores of the magazine, plain moves (the one release is a plain move on
-// x86 too): only this thread writes its magazines, and stats() reads them
-// (sluice/detail/pool_cache.hpp).
+// Relaxed loads and stores of the magazine, plain moves: only this thread writes its magazines,
+// and stats() reads them (sluice/detail/pool_cache.hpp).
 
 [[gnu::always_inline]] inline detail::held pool::take_cached(std::size_t size) noexcept {
   if (detail::front_is_current(state_)) {
     detail::magazine& m = *detail::front_view(detail::class_of(size));
-    if (const std::uint32_t n = m.count.load(std::memory_order_relaxed); n != 0) {
+    if (const std::uint64_t n = m.count.load(std::memory_order_relaxed); n != 0) {
       m.count.store(n - 1, std::memory_order_relaxed);  // its place stays, spare
-      // release: stats() that sees this take sees the count it left (magazine::takes)
-      m.takes.store(m.takes.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      m.takes.store(m.takes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return {m.items[n - 1], m.capacity};
     }
   }
@@ -281,9 +280,10 @@ static_assert(buffer_pool<pool> && buffer_pool<mutex_pool>);
       detail::front_remember(h.capacity, m);
     }
     // A spare place for it.
-    if (const std::uint32_t n = m->count.load(std::memory_order_relaxed); n < m->owned.load(std::memory_order_relaxed)) {
+    if (const std::uint64_t n = m->count.load(std::memory_order_relaxed); n < m->owned.load(std::memory_order_relaxed)) {
       m->items[n] = h.data;
       m->count.store(n + 1, std::memory_order_relaxed);
+      m->retires.store(m->retires.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return true;
     }
   }

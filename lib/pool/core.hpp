@@ -141,7 +141,6 @@ struct pool::core final : detail::fork_aware {
   // (relaxed) by a thread choosing which of its caches to give up.
   detail::atomic<bool> alive{true};
   detail::counters departed;  // the counts of caches that are gone
-  std::uint64_t retired_reported = 0;  // the most retires stats() has answered
   detail::counters orphans;   // calls from threads without a cache (fetch_add: any thread)
 };
 

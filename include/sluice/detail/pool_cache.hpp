@@ -46,18 +46,15 @@ inline constexpr std::size_t class_count_max = class_of(SIZE_MAX) + 1;  // a vie
 // with one writer each.
 struct magazine {
   static constexpr std::uint32_t room = 32;
-  atomic<std::uint32_t> count{0};   // buffers held: items[0, count)
-  atomic<std::uint32_t> owned{0};   // places of the bound held: count <= owned <= limit
+  atomic<std::uint64_t> count{0};   // buffers held: items[0, count)
+  atomic<std::uint64_t> owned{0};   // places of the bound held: count <= owned <= limit
   std::uint32_t limit = 0;          // most places (and buffers) it holds; <= room
   std::size_t capacity = 0;         // its class's size
-  // What the statistics derive from (no counter moves on a retire): buffers ever taken from it,
-  // and ever moved in and out of it in batches (refills; flushes and frees). Retires kept in
-  // it, ever: count - batched_in + batched_out + takes, mod 2^64. Each writer stores count and
-  // its counter in the order that lets a reader, which loads takes, batched_out, count and
-  // batched_in in that order with acquire, see too few retires at a moment, never too many.
+  // Buffers ever taken from it and kept in it: the statistics' hits and retires, each one
+  // field with one writer, so that stats() never sees one half of a call (bytes follow from
+  // the capacity).
   atomic<std::uint64_t> takes{0};
-  atomic<std::uint64_t> batched_in{0};
-  atomic<std::uint64_t> batched_out{0};
+  atomic<std::uint64_t> retires{0};
   std::byte* items[room];
 };
 
