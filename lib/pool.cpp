@@ -293,7 +293,7 @@ magazine* magazine_for(caller& k, std::size_t cls) noexcept {
   return k.tc->magazines[cls].get();
 }
 
-// Moves the oldest n buffers of a magazine to the shared stack as one chain, their places with
+// Moves the oldest n (<= count) buffers of a magazine to the shared stack as one chain, their places with
 // them, or frees them when a trim or the switch overtook this call (P). Answers how many left
 // the magazine: fewer than n only when no slot can be had, and then the rest stay (a kept buffer
 // is never freed for want of a slot; the retire that needed the room is dropped instead).
@@ -326,21 +326,34 @@ void drop_spare(caller& k, magazine& m) noexcept {
 }
 
 // Room for `more` places beyond what the cache's magazines hold, except: the other magazines'
-// spare places go back to the shared counter, then, if that is not enough, their buffers move
-// to the shared stacks. False when that could not be done (no slot could be had).
+// spare places go back to the shared counter. Answers whether that made enough.
 bool make_room(caller& k, const magazine& except, std::uint32_t more) noexcept {
   thread_cache& tc = *k.tc;
-  const auto fits = [&] { return tc.places + more <= k.c.cache_places; };
-  for (int pass = 0; pass < 2 && !fits(); ++pass) {
-    for (std::size_t cls = 0; cls < k.c.classes.count() && !fits(); ++cls) {
-      magazine* m = tc.magazines[cls].get();
-      if (m == nullptr || m == &except) continue;
-      const std::uint32_t count = m->count.load(std::memory_order_relaxed);
-      if (pass == 1 && count > 0) flush(k, cls, *m, count);
-      drop_spare(k, *m);
+  for (std::size_t cls = 0; cls < k.c.classes.count() && tc.places + more > k.c.cache_places; ++cls) {
+    if (magazine* m = tc.magazines[cls].get(); m != nullptr && m != &except) drop_spare(k, *m);
+  }
+  return tc.places + more <= k.c.cache_places;
+}
+
+// When the cache's places all hold buffers: the oldest batch of the fullest other magazine moves
+// to the shared stack, so that a class in use now can displace one used before. False when no
+// other magazine holds anything, or no slot could be had.
+bool displace(caller& k, const magazine& except) noexcept {
+  std::size_t fullest = 0;
+  std::uint64_t most = 0;
+  for (std::size_t cls = 0; cls < k.c.classes.count(); ++cls) {
+    const magazine* m = k.tc->magazines[cls].get();
+    if (m == nullptr || m == &except) continue;
+    if (const std::uint64_t n = m->count.load(std::memory_order_relaxed); n > most) {
+      most = n;
+      fullest = cls;
     }
   }
-  return fits();
+  if (most == 0) return false;
+  magazine& m = *k.tc->magazines[fullest];
+  if (flush(k, fullest, m, static_cast<std::uint32_t>(std::min<std::uint64_t>(most, batch_of(m)))) == 0) return false;
+  drop_spare(k, m);
+  return true;
 }
 
 // Up to n places of the bound: from the shared counter, or else, once it is spent, from the
@@ -359,7 +372,7 @@ std::size_t reserve_for(caller& k, std::size_t n) noexcept {
 // when the bound (or a slot for the flush) cannot be had.
 bool add_places(caller& k, std::size_t cls, magazine& m) noexcept {
   if (m.owned.load(std::memory_order_relaxed) == m.limit && flush(k, cls, m, batch_of(m)) == 0) return false;
-  if (!make_room(k, m, 1)) return false;
+  if (!make_room(k, m, 1) && !displace(k, m)) return false;
   const std::uint32_t owned = m.owned.load(std::memory_order_relaxed);
   const std::uint32_t want = std::min({k.c.place_batch, m.limit - owned, k.c.cache_places - k.tc->places});
   const auto got = static_cast<std::uint32_t>(reserve_for(k, want));
@@ -374,10 +387,11 @@ bool add_places(caller& k, std::size_t cls, magazine& m) noexcept {
 void refill(caller& k, std::size_t cls, magazine& m) noexcept {
   if (k.c.stacks[cls].looks_empty()) return;
   const std::uint32_t owned = m.owned.load(std::memory_order_relaxed);
+  // As many as the cache has places for, up to a batch: a refill never pushes other classes
+  // out (a retire does, displace()), so that classes in turn do not push each other out.
   std::uint32_t want = batch_of(m);
-  if (want > owned && !make_room(k, m, want - owned)) {
-    want = std::min(want, k.c.cache_places - (k.tc->places - owned));
-  }
+  if (want > owned) make_room(k, m, want - owned);
+  want = std::min(want, k.c.cache_places - (k.tc->places - owned));
   if (want == 0) return;
   const std::uint32_t flag = raise_flag(*k.tc);                         // (P1)
   const std::uint64_t now = k.c.state.load(std::memory_order_seq_cst);  // (R2)
@@ -501,15 +515,15 @@ std::byte* take_on_class(caller& k, std::size_t cls) noexcept {
 // switched off while this retire ran. Counts a retire that bypassed the magazine.
 bool retire_on_class(caller& k, std::size_t cls, std::byte* data) noexcept {
   if (magazine* m = magazine_for(k, cls)) {
-    if (m->count.load(std::memory_order_relaxed) == m->owned.load(std::memory_order_relaxed) &&
-        !add_places(k, cls, *m)) {
-      return false;
+    if (m->count.load(std::memory_order_relaxed) < m->owned.load(std::memory_order_relaxed) ||
+        add_places(k, cls, *m)) {
+      const std::uint64_t n = m->count.load(std::memory_order_relaxed);
+      m->items[n] = data;
+      m->count.store(n + 1, std::memory_order_relaxed);
+      bump(m->retires);
+      return true;
     }
-    const std::uint64_t n = m->count.load(std::memory_order_relaxed);
-    m->items[n] = data;
-    m->count.store(n + 1, std::memory_order_relaxed);
-    bump(m->retires);
-    return true;
+    // No place in the cache (or in the bound, which the shared stack then finds too).
   }
   if (reserve_for(k, 1) == 0) return false;
   if (const slot_index i = get_slot(k); i != no_slot) {
