@@ -158,10 +158,24 @@ void unreserve(core& c, std::size_t n) noexcept {
 
 // A magazine's places: it holds `owned`, the cache all its magazines' `places`.
 void set_owned(thread_cache& tc, magazine& m, std::uint32_t owned) noexcept {
-  tc.places = tc.places - m.owned.load(std::memory_order_relaxed) + owned;
+  tc.places = tc.places - static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed)) + owned;
   m.owned.store(owned, std::memory_order_relaxed);
   assert(m.count.load(std::memory_order_relaxed) <= owned && owned <= m.limit);
-  assert(tc.places <= tc.core.cache_places);
+  assert(tc.places + tc.loose.load(std::memory_order_relaxed) <= tc.core.cache_places);
+}
+
+void set_loose(thread_cache& tc, std::uint32_t loose) noexcept {
+  tc.loose.store(loose, std::memory_order_relaxed);
+  assert(tc.places + loose <= tc.core.cache_places);
+}
+
+// A place this call no longer needs (its buffer left the pool): kept loose by a cache with
+// room, else given back to the shared counter.
+void give_place(caller& k) noexcept {
+  if (k.caches() && k.tc->places + k.tc->loose.load(std::memory_order_relaxed) < k.c.cache_places) {
+    return set_loose(*k.tc, k.tc->loose.load(std::memory_order_relaxed) + 1);
+  }
+  unreserve(k.c, 1);
 }
 
 // ---- slots ----------------------------------------------------------------------------------
@@ -318,21 +332,67 @@ std::uint32_t flush(caller& k, std::size_t cls, magazine& m, std::uint32_t n) no
   return out.count;
 }
 
-// Gives the spare places of a magazine back to the shared counter.
+// Moves a magazine's spare places to the cache's loose ones.
 void drop_spare(caller& k, magazine& m) noexcept {
-  const std::uint32_t count = m.count.load(std::memory_order_relaxed);
-  unreserve(k.c, m.owned.load(std::memory_order_relaxed) - count);
+  const auto count = static_cast<std::uint32_t>(m.count.load(std::memory_order_relaxed));
+  const auto spare = static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed)) - count;
   set_owned(*k.tc, m, count);
+  set_loose(*k.tc, k.tc->loose.load(std::memory_order_relaxed) + spare);
 }
 
-// Room for `more` places beyond what the cache's magazines hold, except: the other magazines'
-// spare places go back to the shared counter. Answers whether that made enough.
-bool make_room(caller& k, const magazine& except, std::uint32_t more) noexcept {
-  thread_cache& tc = *k.tc;
-  for (std::size_t cls = 0; cls < k.c.classes.count() && tc.places + more > k.c.cache_places; ++cls) {
-    if (magazine* m = tc.magazines[cls].get(); m != nullptr && m != &except) drop_spare(k, *m);
+// Moves all spare places of the cache's magazines (but `except`'s) to its loose ones.
+void drop_all_spare(caller& k, const magazine* except) noexcept {
+  for (std::size_t cls = 0; cls < k.c.classes.count(); ++cls) {
+    if (magazine* m = k.tc->magazines[cls].get(); m != nullptr && m != except) drop_spare(k, *m);
   }
-  return tc.places + more <= k.c.cache_places;
+}
+
+// Loose places for this cache, up to `want` (at least one if it can): those it has; else a
+// batch from the shared counter, within the cache's limit; else, at that limit, half the spare
+// places of the magazine that has most (so that a class in use now takes them over from one
+// used before, a few at a time, and classes used in turn do not strip each other); and when the
+// bound is spent, every spare place it has. Answers how many it has loose now.
+std::uint32_t gather_loose(caller& k, const magazine* except, std::uint32_t want) noexcept {
+  thread_cache& tc = *k.tc;
+  const auto loose = [&] { return tc.loose.load(std::memory_order_relaxed); };
+  if (loose() > 0) return loose();
+  if (const std::uint32_t room = k.c.cache_places - tc.places; room > 0) {
+    const auto got = static_cast<std::uint32_t>(reserve(k.c, std::min(room, std::max(want, k.c.place_batch))));
+    if (got > 0) {
+      set_loose(tc, got);
+      return got;
+    }
+    drop_all_spare(k, except);  // the bound is spent: only this thread's own spare places are left
+    return loose();
+  }
+  magazine* richest = nullptr;
+  std::uint64_t most = 0;
+  for (std::size_t cls = 0; cls < k.c.classes.count(); ++cls) {
+    magazine* m = tc.magazines[cls].get();
+    if (m == nullptr || m == except) continue;
+    if (const std::uint64_t spare = m->owned.load(std::memory_order_relaxed) - m->count.load(std::memory_order_relaxed); spare > most) {
+      most = spare;
+      richest = m;
+    }
+  }
+  if (richest == nullptr) return 0;
+  const auto moved = static_cast<std::uint32_t>((most + 1) / 2);
+  set_owned(tc, *richest, static_cast<std::uint32_t>(richest->owned.load(std::memory_order_relaxed)) - moved);
+  set_loose(tc, moved);
+  return moved;
+}
+
+// One place of the bound for a buffer about to be kept outside a magazine: from the shared
+// counter, or else, once it is spent, from this thread's own spare places. So the bound drops a
+// retire only for places that other threads hold: a thread alone sees the sequential pool.
+bool take_place(caller& k) noexcept {
+  if (reserve(k.c, 1) == 1) return true;
+  if (!k.caches()) return false;
+  drop_all_spare(k, nullptr);
+  const std::uint32_t loose = k.tc->loose.load(std::memory_order_relaxed);
+  if (loose == 0) return false;
+  set_loose(*k.tc, loose - 1);
+  return true;
 }
 
 // When the cache's places all hold buffers: the oldest batch of the fullest other magazine moves
@@ -356,27 +416,19 @@ bool displace(caller& k, const magazine& except) noexcept {
   return true;
 }
 
-// Up to n places of the bound: from the shared counter, or else, once it is spent, from the
-// spare places this thread's own magazines hold, given back first. So the bound drops a retire
-// only for places that other threads hold: a thread alone sees the sequential pool.
-std::size_t reserve_for(caller& k, std::size_t n) noexcept {
-  if (const std::size_t got = reserve(k.c, n); got > 0 || !k.caches()) return got;
-  for (std::size_t cls = 0; cls < k.c.classes.count(); ++cls) {
-    if (magazine* m = k.tc->magazines[cls].get(); m != nullptr) drop_spare(k, *m);
-  }
-  return reserve(k.c, n);
-}
-
-// Spare places for a magazine that has none (count == owned): up to place_batch at a time,
-// within its limit and the cache's; a full magazine first moves its oldest batch out. False
-// when the bound (or a slot for the flush) cannot be had.
+// Spare places for a magazine that has none (count == owned): up to place_batch, within its
+// limit, gathered as gather_loose() does; a full magazine first moves its oldest batch out, and
+// when every place of the cache holds a buffer another class's batch makes way. False when the
+// bound (or a slot for a flush) cannot be had.
 bool add_places(caller& k, std::size_t cls, magazine& m) noexcept {
   if (m.owned.load(std::memory_order_relaxed) == m.limit && flush(k, cls, m, batch_of(m)) == 0) return false;
-  if (!make_room(k, m, 1) && !displace(k, m)) return false;
-  const std::uint32_t owned = m.owned.load(std::memory_order_relaxed);
-  const std::uint32_t want = std::min({k.c.place_batch, m.limit - owned, k.c.cache_places - k.tc->places});
-  const auto got = static_cast<std::uint32_t>(reserve_for(k, want));
-  if (got == 0) return false;
+  const auto owned = static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed));
+  const std::uint32_t want = std::min(k.c.place_batch, m.limit - owned);
+  std::uint32_t loose = gather_loose(k, &m, want);
+  if (loose == 0 && displace(k, m)) loose = gather_loose(k, &m, want);
+  if (loose == 0) return false;
+  const std::uint32_t got = std::min(want, loose);
+  set_loose(*k.tc, loose - got);
   set_owned(*k.tc, m, owned + got);
   return true;
 }
@@ -386,13 +438,19 @@ bool add_places(caller& k, std::size_t cls, magazine& m) noexcept {
 // while a trim runs or the cache is behind.
 void refill(caller& k, std::size_t cls, magazine& m) noexcept {
   if (k.c.stacks[cls].looks_empty()) return;
-  const std::uint32_t owned = m.owned.load(std::memory_order_relaxed);
-  // As many as the cache has places for, up to a batch: a refill never pushes other classes
-  // out (a retire does, displace()), so that classes in turn do not push each other out.
-  std::uint32_t want = batch_of(m);
-  if (want > owned) make_room(k, m, want - owned);
-  want = std::min(want, k.c.cache_places - (k.tc->places - owned));
+  // The batch brings its own places: the magazine's spare ones go loose, and loose ones the
+  // cache then has no room for go back to the shared counter. As many as the cache has places
+  // for, up to a batch: a refill never pushes other classes out (a retire does, displace()),
+  // so that classes used in turn do not push each other out.
+  drop_spare(k, m);
+  const std::uint32_t want = std::min(batch_of(m), k.c.cache_places - k.tc->places);
   if (want == 0) return;
+  if (const std::uint32_t loose = k.tc->loose.load(std::memory_order_relaxed);
+      k.tc->places + loose + want > k.c.cache_places) {
+    const std::uint32_t excess = k.tc->places + loose + want - k.c.cache_places;
+    unreserve(k.c, excess);
+    set_loose(*k.tc, loose - excess);
+  }
   const std::uint32_t flag = raise_flag(*k.tc);                         // (P1)
   const std::uint64_t now = k.c.state.load(std::memory_order_seq_cst);  // (R2)
   chain got;
@@ -407,9 +465,7 @@ void refill(caller& k, std::size_t cls, magazine& m) noexcept {
     i = k.c.slots[i].next.load(std::memory_order_relaxed);
   }
   m.count.store(got.count, std::memory_order_relaxed);
-  const std::uint32_t now_owned = std::max(owned, got.count);
-  unreserve(k.c, owned + got.count - now_owned);  // the spare places the batch's own replace
-  set_owned(*k.tc, m, now_owned);
+  set_owned(*k.tc, m, got.count);
   release_slots(k, got);
 }
 
@@ -430,6 +486,7 @@ void empty_cache(core& c, thread_cache& tc) noexcept {
   for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
     if (magazine* m = tc.magazines[cls].get(); m != nullptr) empty_magazine(k, cls, *m);
   }
+  unreserve(c, tc.loose.exchange(0, std::memory_order_relaxed));
 }
 
 // Brings tc up to the state word `state`, read with acquire: frees what it caches when a trim
@@ -499,13 +556,7 @@ std::byte* take_on_class(caller& k, std::size_t cls) noexcept {
   if (got.count == 0) return nullptr;
   std::byte* data = k.c.slots[got.first].data;
   release_slots(k, got);
-  // Its place: spare in the magazine, for this thread's next retire, if it has room.
-  const std::uint32_t owned = m != nullptr ? m->owned.load(std::memory_order_relaxed) : 0;
-  if (m != nullptr && owned < m->limit && k.tc->places < k.c.cache_places) {
-    set_owned(*k.tc, *m, owned + 1);
-  } else {
-    unreserve(k.c, 1);
-  }
+  give_place(k);
   k.rec().add(&counters::hits, 1);
   k.rec().add(&counters::bytes_out, k.c.class_size[cls]);
   return data;
@@ -525,7 +576,7 @@ bool retire_on_class(caller& k, std::size_t cls, std::byte* data) noexcept {
     }
     // No place in the cache (or in the bound, which the shared stack then finds too).
   }
-  if (reserve_for(k, 1) == 0) return false;
+  if (!take_place(k)) return false;
   if (const slot_index i = get_slot(k); i != no_slot) {
     k.c.slots[i].data = data;
     if (publish(k, cls, chain{i, i, 1}, /*earlier=*/false)) {
@@ -535,7 +586,7 @@ bool retire_on_class(caller& k, std::size_t cls, std::byte* data) noexcept {
     }
     release_slots(k, chain{i, i, 1});
   }
-  unreserve(k.c, 1);
+  give_place(k);
   return false;
 }
 
@@ -546,12 +597,12 @@ std::optional<held> take_off_class(caller& k, std::size_t cls, std::size_t size)
     h = k.c.off_class.take(cls, size);
     k.c.off_class_nonempty[cls].store(!k.c.off_class.empty(cls), std::memory_order_relaxed);
   }
-  if (h) unreserve(k.c, 1);
+  if (h) give_place(k);
   return h;
 }
 
 bool retire_off_class(caller& k, std::size_t cls, held h) noexcept {
-  if (reserve_for(k, 1) == 0) return false;
+  if (!take_place(k)) return false;
   bool first = false;
   {
     std::lock_guard lock(k.c.shelf_mutex);
@@ -573,7 +624,7 @@ bool retire_off_class(caller& k, std::size_t cls, held h) noexcept {
       }
     }
   }
-  unreserve(k.c, 1);
+  give_place(k);
   return false;
 }
 
@@ -658,7 +709,7 @@ void adopt_after_fork(core& c) noexcept {
   c.orphans.fold_into(sum);
   if (mine != nullptr) {
     mine->tally(sum);
-    places += mine->places;
+    places += mine->places + mine->loose.load(std::memory_order_relaxed);
     if (mine->magazines) {
       for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
         if (const magazine* m = mine->magazines[cls].get(); m != nullptr) {
@@ -708,7 +759,7 @@ void detail::thread_cache::tally(counters& into) const noexcept {
 }
 
 std::size_t detail::thread_cache::spare_places() const noexcept {
-  std::size_t spare = 0;
+  std::size_t spare = loose.load(std::memory_order_relaxed);
   if (!magazines) return 0;
   for (std::size_t cls = 0; cls < core.classes.count(); ++cls) {
     if (const magazine* m = magazines[cls].get(); m != nullptr) {
@@ -749,6 +800,7 @@ void detail::give_back(thread_cache* tc) noexcept {
           empty_magazine(k, cls, *m);  // what found no slot: the thread is leaving
         }
       }
+      unreserve(c, tc->loose.exchange(0, std::memory_order_relaxed));
       if (tc->free_slots.count > 0) {
         c.free_slots.push_chain(c.slots, detail::first_of(c.slots, tc->free_slots, tc->free_slots.count));
         tc->free_slots = {};
@@ -818,6 +870,7 @@ pool::~pool() {
         }
       }
       tc->places = 0;
+      tc->loose.store(0, std::memory_order_relaxed);
       tc->free_slots = {};
     }
     for (std::size_t cls = 0; cls < c.classes.count(); ++cls) drain(k, cls);

@@ -79,6 +79,9 @@ struct thread_cache {
   std::unique_ptr<magazine*[]> view;
   magazine absent;                      // owns nothing, never written
   std::uint32_t places = 0;             // the places all magazines hold; owner only
+  // Places of the bound it holds outside any magazine, for whichever class needs one next:
+  // places + loose <= cache_places. Owner writes; stats() reads (spare places).
+  detail::atomic<std::uint32_t> loose{0};
   slot_list free_slots;                 // slots with no buffer; owner only
   // Odd while the owner pushes a chain to a stack or pops a batch into its cache; trim waits for
   // an odd value to move on (see (P) and (R) in pool.cpp). Owner writes; trim reads it under
@@ -106,9 +109,9 @@ struct pool::core final : detail::fork_aware {
   const std::unique_ptr<std::size_t[]> class_size;  // classes.size(c)
   const std::size_t bound;
   const bool caching;
-  // What one thread cache may hold (see THREAD CACHES in pool.hpp): its magazines hold at most
-  // cache_places places of the bound, held or spare (2 * P <= L), reserved place_batch (P) at a
-  // time. Both scale with the bound, so caches never hoard it.
+  // What one thread cache may hold (see THREAD CACHES in pool.hpp): at most cache_places places
+  // of the bound, in its magazines (held or spare) or loose (2 * P <= L), reserved place_batch
+  // (P) at a time. Both scale with the bound, so caches never hoard it.
   const std::uint32_t place_batch;
   const std::uint32_t cache_places;
 
