@@ -72,7 +72,7 @@
 // FAST PATH. take, acquire and retire are inline: a call that its thread's cache can answer (a
 // take whose class holds a buffer there, a retire of a buffer of a class's own size with a
 // spare place there) runs in the caller's code, without a call or an atomic read-modify-write;
-// callgrind counts about 36 instructions for a take and a retire together (scripts/instructions.sh).
+// callgrind counts 38 instructions for a take and a retire together (scripts/instructions.sh).
 // The inline path serves the pool its thread called last; a thread that alternates between
 // pools goes through the library's general path at each switch, and finds its cache there. The
 // inline code reads the library's layout of a cache: a program must be built against the

@@ -27,8 +27,9 @@
 // that class's size. A pooled block's capacity is therefore always the size of n's class, which
 // deallocate computes from n alone: no header before the block, no lookup. The class computed
 // from n is the one retire would compute from the capacity, so deallocate costs what a retire
-// costs; and no buffer object travels between the calls, so a pair costs fewer instructions
-// than the pool's own acquire and retire (scripts/instructions.sh counts both).
+// costs. Unlike the pool's own calls, the resource's do not run inline in the caller: they come
+// through memory_resource's virtual functions into the library (98 instructions a pair against
+// the pool's 38, as scripts/instructions.sh counts them).
 //
 // THREADS, PROGRESS, MEMORY ORDERING, LIFETIME: those of the pool (sluice/pool.hpp). A block may
 // be allocated on one thread and deallocated on another, as with synchronized_pool_resource;
