@@ -260,11 +260,7 @@ static_assert(buffer_pool<pool> && buffer_pool<mutex_pool>);
 [[gnu::always_inline]] inline detail::held pool::take_cached(std::size_t size) noexcept {
   if (detail::front_is_current(state_)) {
     detail::magazine& m = *detail::front_view(detail::class_of(size));
-    if (const std::uint64_t n = m.count.load(std::memory_order_relaxed); n != 0) {
-      m.count.store(n - 1, std::memory_order_relaxed);  // its place stays, spare
-      m.takes.store(m.takes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      return {m.items[n - 1], m.capacity};
-    }
+    if (const std::uint64_t n = m.count.load(std::memory_order_relaxed); n != 0) return {detail::pop_from(m, n), m.capacity};
   }
   return {};
 }
@@ -281,9 +277,7 @@ static_assert(buffer_pool<pool> && buffer_pool<mutex_pool>);
     }
     // A spare place for it.
     if (const std::uint64_t n = m->count.load(std::memory_order_relaxed); n < m->owned.load(std::memory_order_relaxed)) {
-      m->items[n] = h.data;
-      m->count.store(n + 1, std::memory_order_relaxed);
-      m->retires.store(m->retires.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      detail::push_onto(*m, n, h.data);
       return true;
     }
   }
@@ -304,7 +298,7 @@ static_assert(buffer_pool<pool> && buffer_pool<mutex_pool>);
 
 [[gnu::always_inline]] inline void pool::retire(buffer&& b) noexcept {
   const detail::held h = detail::buffer_access::release(b);
-  if (h.data != nullptr && !retire_cached(h)) retire_general(h);
+  if (h.data == nullptr || !retire_cached(h)) retire_general(h);  // an empty one: a call all the same
 }
 
 }  // namespace sluice

@@ -1,17 +1,25 @@
-// The shared state of a sluice::pool and the thread caches in front of it.
+// The shared state of a sluice::pool and the caches in front of it.
 //
-//   core          one per pool: the lock-free stacks (one per size class), the slot table under
-//                 them, the off-class shelves, the bound's counter, and the registry of thread
-//                 caches. Freed in two steps: ~pool frees every buffer and the heavy parts; the
-//                 control block itself goes when the last thread that refers to it lets go.
-//   thread_cache  one per thread and pool: a magazine per class (sluice/detail/pool_cache.hpp),
-//                 the view the thread's front points at, spare slots, and the thread's
-//                 statistics. Owned by the core, used by its thread alone, touched by others only
-//                 under admin_mutex.
+//   core   one per pool: the lock-free stacks (one per size class), the slot table under them,
+//          the off-class shelves, the bound's counter, the CPU caches and the registry of every
+//          cache. Freed in two steps: ~pool frees every buffer and the heavy parts; the control
+//          block itself goes when the last thread cache that refers to it lets go.
+//   cache  a magazine per class (sluice/detail/pool_cache.hpp), places of the bound, spare
+//          slots and statistics. Of two kinds (pool.hpp, THREAD CACHES):
+//            a thread's  used by its thread alone, with no lock; the thread's front points at
+//                        its view, so that a call that hits it runs inline. At most
+//                        core::thread_caches_max of them cache at once (hold a "seat"); a
+//                        thread whose cache has none uses a CPU cache.
+//            a CPU's     one per CPU (modulo core::cpu_cache_count), shared by the seatless
+//                        threads running there, each call holding its `in_use` try-lock.
+//          Touched by others (stats(), trim's wait, thread exit, ~pool, fork) only under
+//          admin_mutex, through atomics.
 //
 // Every buffer the pool holds sits in exactly one place: a class stack, a magazine, or a shelf;
 // and holds one place of the bound (`reserved`), which counts those plus the places that
-// magazines hold spare. So reserved <= bound bounds what is held at every instant.
+// caches hold spare. So reserved <= bound bounds what is held at every instant, and what the
+// caches hold, buffers and spare places, is at most (thread_caches_max + cpu_cache_count) *
+// cache_places, a quarter of the bound for each kind, whatever the number of threads.
 //
 // The state word, in the pool object (read by every call's inline path):
 //   bit 0       enabled
@@ -42,9 +50,13 @@ inline constexpr std::uint64_t one_trim = 2;
 inline constexpr std::uint64_t trims_mask = (std::uint64_t{1} << 16) - one_trim;
 inline constexpr std::uint64_t one_stamp = std::uint64_t{1} << 16;
 
-// One thread's counts for one pool, beside what its magazines tell (thread_cache::tally). Each
-// field is written by one writer at a time (the cache's thread, or whoever holds admin_mutex for
-// `departed`); readers sum them with relaxed loads.
+inline bool enabled_in(std::uint64_t state) noexcept { return (state & enabled_bit) != 0; }
+inline bool trimming_in(std::uint64_t state) noexcept { return (state & trims_mask) != 0; }
+
+// One cache's counts (or the orphans'), beside what its magazines tell (cache::tally). A
+// cache's fields have one writer at a time (its thread, whoever holds a CPU cache's lock, or
+// whoever holds admin_mutex for `departed`); the orphans' any thread (fetch_add). Readers sum
+// them with relaxed loads.
 struct counters {
   detail::atomic<std::uint64_t> hits{0}, misses{0}, retired{0}, dropped{0}, bytes_in{0}, bytes_out{0};
 
@@ -59,38 +71,71 @@ struct counters {
   }
 };
 
-struct thread_cache {
-  explicit thread_cache(pool::core& c);
+struct cache {
+  enum class kind : std::uint8_t { thread, cpu };
+
+  cache(pool::core& c, kind k);
   // Frees the magazines (never their buffers, which are freed or given back before) and touches
   // nothing of the core, which may be gone by then.
-  ~thread_cache() = default;
+  ~cache();
+  cache(const cache&) = delete;
+  cache& operator=(const cache&) = delete;
+
+  // The magazine of class cls, or null while it has none. Relaxed for its user (its own
+  // writes, or the previous holder's, ordered by a CPU cache's lock); acquire for the others,
+  // which read under admin_mutex: pairs with the release that installs it (install()).
+  magazine* find(std::size_t cls, std::memory_order order = std::memory_order_relaxed) const noexcept {
+    return magazines[cls].load(order);
+  }
+  void install(std::size_t cls, magazine* m) noexcept { magazines[cls].store(m, std::memory_order_release); }
+
+  // Calls f(cls, magazine) for each magazine it has, in class order: the one loop over a
+  // cache's magazines.
+  template <class F>
+  void for_each_magazine(F f, std::memory_order order = std::memory_order_relaxed) const {
+    for (std::size_t cls = 0; cls < class_count; ++cls) {
+      if (magazine* m = find(cls, order)) f(cls, *m);
+    }
+  }
 
   // Adds what this cache did to `into`: its counters, and what its magazines derive.
   void tally(counters& into) const noexcept;
-  // Places its magazines hold without a buffer.
+  // Places its magazines hold without a buffer, and its loose ones.
   std::size_t spare_places() const noexcept;
 
   pool::core& core;
-  std::uint64_t synced_state = 0;       // the state word the cache was last brought up to; owner only
-  std::uint64_t synced_generation = 0;  // the core's generation then; owner only
-  // Per class, made at first use; null when caching is off. Owner only.
-  std::unique_ptr<std::unique_ptr<magazine>[]> magazines;
-  // The front's view: per class up to class_count_max, a magazine or `absent`. Owner only.
+  const kind owner;
+  const std::size_t class_count;
+  // Whether it caches (has magazines in use): a CPU cache always, a thread's while it holds a
+  // seat. Written by its thread; read by others only where its thread cannot run (exit, ~pool,
+  // a forked child).
+  bool caching = false;
+  std::uint64_t synced_state = 0;       // the state word the cache was last brought up to
+  std::uint64_t synced_generation = 0;  // the core's generation then
+  // The front's view (thread caches that cache): per class up to class_count_max, a magazine
+  // or `absent`. Its thread only.
   std::unique_ptr<magazine*[]> view;
   magazine absent;                      // owns nothing, never written
-  std::uint32_t places = 0;             // the places all magazines hold; owner only
+  std::uint32_t places = 0;             // the places all magazines hold
   // Places of the bound it holds outside any magazine, for whichever class needs one next:
-  // places + loose <= cache_places. Owner writes; stats() reads (spare places).
+  // places + loose <= cache_places. Its user writes; stats() reads (spare places).
   detail::atomic<std::uint32_t> loose{0};
-  slot_list free_slots;                 // slots with no buffer; owner only
-  // Odd while the owner pushes a chain to a stack or pops a batch into its cache; trim waits for
-  // an odd value to move on (see (P) and (R) in pool.cpp). Owner writes; trim reads it under
+  slot_list free_slots;                 // slots with no buffer
+  // Odd while its user pushes a chain to a stack or pops a batch into it; trim waits for an odd
+  // value to move on (see (P) and (R) in pool.cpp). Its user writes; trim reads it under
   // admin_mutex.
   detail::atomic<std::uint32_t> publishing{0};
-  counters counts;                      // owner writes
-  thread_cache* prev = nullptr;         // the core's registry, under admin_mutex
-  thread_cache* next = nullptr;
-  thread_cache* next_of_thread = nullptr;  // the owning thread's list of its caches
+  // A CPU cache's lock, taken with try_lock() by each call that uses it; trim and a fork wait
+  // for it (lock()).
+  detail::atomic<bool> in_use{false};
+  counters counts;
+  cache* prev = nullptr;                // the core's registry, under admin_mutex
+  cache* next = nullptr;
+  cache* next_of_thread = nullptr;      // the owning thread's list of its caches
+
+ private:
+  // Per class, made at first use, never freed while the cache lives.
+  std::unique_ptr<detail::atomic<magazine*>[]> magazines;
 };
 
 }  // namespace sluice::detail
@@ -99,7 +144,7 @@ namespace sluice {
 
 struct pool::core final : detail::fork_aware {
   core(const pool_options& o, detail::atomic<std::uint64_t>& state_word);
-  ~core() { leave(); }
+  ~core();
 
   void lock_for_fork() noexcept override;
   void unlock_in_parent() noexcept override;
@@ -109,11 +154,16 @@ struct pool::core final : detail::fork_aware {
   const std::unique_ptr<std::size_t[]> class_size;  // classes.size(c)
   const std::size_t bound;
   const bool caching;
-  // What one thread cache may hold (see THREAD CACHES in pool.hpp): at most cache_places places
-  // of the bound, in its magazines (held or spare) or loose (2 * P <= L), reserved place_batch
-  // (P) at a time. Both scale with the bound, so caches never hoard it.
+  // What one cache may hold (see THREAD CACHES in pool.hpp): at most cache_places places of the
+  // bound, in its magazines (held or spare) or loose (2 * P <= L), reserved place_batch (P) at a
+  // time.
   const std::uint32_t place_batch;
   const std::uint32_t cache_places;
+  // How many thread caches may cache at once (hold a seat), and how many CPU caches there are:
+  // each kind a quarter of the bound's worth of cache_places, so that what caches hold never
+  // grows with the number of threads. Zero when the pool does not cache.
+  const std::uint32_t thread_caches_max;
+  const std::uint32_t cpu_cache_count;
 
   // The pool object's state word; used only while the pool lives (`alive`).
   detail::atomic<std::uint64_t>& state;
@@ -124,6 +174,9 @@ struct pool::core final : detail::fork_aware {
   // and a place is always given back after it was taken, since a buffer's trip from retire to
   // take runs through the stacks' release/acquire pairs.
   alignas(64) detail::atomic<std::size_t> reserved{0};
+  // Seats taken: thread caches that cache. Relaxed: a count that publishes nothing (a cache's
+  // magazines are its thread's own).
+  alignas(64) detail::atomic<std::uint32_t> seats{0};
 
   std::unique_ptr<detail::tagged_stack[]> stacks;  // per class; freed by ~pool
   detail::tagged_stack free_slots;
@@ -135,11 +188,16 @@ struct pool::core final : detail::fork_aware {
   detail::shelves off_class;
   std::unique_ptr<detail::atomic<bool>[]> off_class_nonempty;
 
-  // Guards what follows, every cache's fields for non-owners, and the publishing of threads
-  // that have no cache. Lock order: admin_mutex, then shelf_mutex.
+  // The CPU caches, cpu_cache_count of them; each is also in the registry. ~pool empties them,
+  // and they go with the control block (a fork may still lock them until then).
+  std::unique_ptr<std::unique_ptr<detail::cache>[]> cpu_caches;
+
+  // Guards what follows, and every cache's fields for others than its user. Lock order: a CPU
+  // cache's lock (trim and fork wait for it; calls only try it), then admin_mutex, then
+  // shelf_mutex.
   detail::mutex admin_mutex;
-  detail::thread_cache* registry = nullptr;
-  std::size_t refs = 1;    // the pool, and each thread_cache
+  detail::cache* registry = nullptr;
+  std::size_t refs = 1;    // the pool, and each thread cache
   // False once ~pool has run. Written under admin_mutex; read under it, or without it as a hint
   // (relaxed) by a thread choosing which of its caches to give up.
   detail::atomic<bool> alive{true};
@@ -151,26 +209,132 @@ struct pool::core final : detail::fork_aware {
 
 namespace sluice::detail {
 
+// A counter update. A cache's counters have one writer at a time, so a plain load and store
+// suffice (no read-modify-write); the orphans' are shared and use fetch_add.
+struct recorder {
+  counters* c;
+  bool owned;
+  void add(detail::atomic<std::uint64_t> counters::*field, std::uint64_t v) const noexcept {
+    auto& a = c->*field;
+    if (owned) {
+      a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+    } else {
+      a.fetch_add(v, std::memory_order_relaxed);
+    }
+  }
+};
+
+// The call in progress and what it acts under: the pool's core, the cache it uses (the calling
+// thread's, a CPU cache it holds, or null: the thread has none, because it is exiting or none
+// could be made), and the state word it read.
+struct caller {
+  pool::core& c;
+  cache* tc;
+  std::uint64_t state;
+
+  bool caches() const noexcept { return tc != nullptr && tc->caching; }
+  // Where this call counts what it did: its cache's counters, or the shared orphans'.
+  recorder rec() const noexcept { return tc != nullptr ? recorder{&tc->counts, true} : recorder{&c.orphans, false}; }
+};
+
+// ---- the bound and a cache's places (pool/places.cpp) ------------------------------------------
+
+// Takes up to n places of the bound; answers how many.
+std::size_t reserve(pool::core& c, std::size_t n) noexcept;
+void unreserve(pool::core& c, std::size_t n) noexcept;
+// A magazine's places: it holds `owned`, the cache all its magazines' `places`.
+void set_owned(cache& tc, magazine& m, std::uint32_t owned) noexcept;
+void set_loose(cache& tc, std::uint32_t loose) noexcept;
+// A place this call no longer needs (its buffer left the pool): kept loose by a cache with
+// room, else given back to the shared counter.
+void give_place(caller& k) noexcept;
+// Moves a magazine's spare places to the cache's loose ones.
+void drop_spare(caller& k, magazine& m) noexcept;
+// One place of the bound for a buffer about to be kept outside a magazine, or false.
+bool take_place(caller& k) noexcept;
+// Spare places for a magazine that has none (count == owned), or false.
+bool add_places(caller& k, std::size_t cls, magazine& m) noexcept;
+// Gives back to the shared counter up to n places that k's cache holds without a buffer (loose,
+// or spare in its magazines); answers how many.
+std::uint32_t shed_places(caller& k, std::uint32_t n) noexcept;
+
+// ---- moving buffers between a cache and the shared stacks (pool/pool.cpp) --------------------
+
+// Moves the oldest n (<= count) buffers of a magazine to the shared stack; answers how many left.
+std::uint32_t flush(caller& k, std::size_t cls, magazine& m, std::uint32_t n) noexcept;
+// The batch a magazine moves at once: half of what it holds at most.
+inline std::uint32_t batch_of(const magazine& m) noexcept { return m.limit / 2 > 0 ? m.limit / 2 : 1; }
+
+// ---- CPU caches (pool/cpu_caches.cpp) ----------------------------------------------------------
+
+// For one call of a thread whose cache has no seat: holds the cache of the CPU the thread runs
+// on, if it is free, and makes it the call's cache (k.tc, and k.state as that cache is brought
+// up to) until the hold ends. Holds nothing, and leaves k as it is, when the thread's cache has a
+// seat, the pool has no CPU caches, or that one is in use (the call then uses the shared stacks).
+class cpu_cache_hold {
+ public:
+  explicit cpu_cache_hold(caller& k) noexcept;
+  ~cpu_cache_hold();
+  cpu_cache_hold(const cpu_cache_hold&) = delete;
+  cpu_cache_hold& operator=(const cpu_cache_hold&) = delete;
+
+ private:
+  caller& k_;
+  cache* own_;   // what k.tc was
+  cache* held_ = nullptr;
+};
+
+// A take's last look before a miss: a buffer of a class in [first, end) from a CPU cache that is
+// not in use (nor k's own), or null; its class in *cls.
+std::byte* take_from_cpu_caches(caller& k, std::size_t first, std::size_t end, std::size_t* cls) noexcept;
+// Up to n places that CPU caches not in use (nor k's own) hold without a buffer, given back to the
+// shared counter for the caller to take; answers how many.
+std::uint32_t borrow_from_cpu_caches(caller& k, std::uint32_t n) noexcept;
+// Brings every CPU cache up to the state word, each under its lock: trim, after its stamp, so
+// that what they hold from before it is freed now (no thread of theirs has a next call to wait
+// for).
+void catch_up_cpu_caches(pool::core& c) noexcept;
+// Takes every CPU cache's lock, waiting for the calls that hold one (a fork's prepare), and lets
+// them go again.
+void hold_cpu_caches(pool::core& c) noexcept;
+void let_go_cpu_caches(pool::core& c) noexcept;
+
+// ---- a cache's state (pool/pool.cpp) ------------------------------------------------------------
+
+// Brings tc up to the state word `state` (read with acquire): frees what it caches when a trim
+// began since, or the pool is off, and aims its view again.
+void catch_up(pool::core& c, cache& tc, std::uint64_t state) noexcept;
+// Reads the state word (F') and brings tc up to it if it moved; answers the word.
+std::uint64_t bring_up_to_date(pool::core& c, cache& tc) noexcept;
+// Everything tc holds leaves it: buffers go to the shared stacks when `keep` (a thread that
+// exits) and are freed otherwise (or when no slot can be had), places and slots go back.
+void empty_cache(caller& k, bool keep) noexcept;
+
 // ---- between the pool's calls (pool.cpp) and a thread's caches (pool/thread_caches.cpp) -------
 
 // This thread's cache for the pool: from the thread's directory or list, or else, when `make`,
 // a new one (enrolled with make_cache). Null when there is none: the thread is past its
 // thread_local destructors, no memory could be had, or `make` is false.
-thread_cache* cache_of_this_thread(pool::core& c, bool make) noexcept;
+cache* cache_of_this_thread(pool::core& c, bool make) noexcept;
 
 // Points this thread's front at tc's view under the state word `state` (pool.cpp's leave()).
-void point_front(std::uint64_t state, thread_cache& tc) noexcept;
+void point_front(std::uint64_t state, cache& tc) noexcept;
 
-// A new cache for this thread, entered in the core's registry. Throws std::bad_alloc.
-thread_cache* make_cache(pool::core& c);
+// A new cache for this thread, entered in the core's registry, with a seat if one is free.
+// Throws std::bad_alloc.
+cache* make_cache(pool::core& c);
+
+// Gives a thread's cache a seat, if one is free (and memory for its view can be had): from then
+// on it caches, and its thread's front may point at it.
+void take_seat(cache& tc) noexcept;
 
 // Gives a cache back to its pool (its thread is exiting, or the pool is gone) and lets go of the
 // pool's control block; deletes the cache. Runs on the cache's own thread, which has taken it
 // off its list and its front.
-void give_back(thread_cache* tc) noexcept;
+void give_back(cache* tc) noexcept;
 
 // The forking thread's cache for the pool, in a forked child; null if it has none.
-thread_cache* own_cache_after_fork(const pool::core& c) noexcept;
+cache* own_cache_after_fork(const pool::core& c) noexcept;
 
 // What a thread's exit does for sluice::pool: gives every cache of the calling thread back to
 // its pool (or lets it go, if the pool is gone). Run by a thread_local destructor; the

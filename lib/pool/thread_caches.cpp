@@ -3,6 +3,11 @@
 // general call (pool.cpp), and at the thread's end. A hit never comes here: the front
 // (sluice/detail/pool_cache.hpp) takes it to the magazine directly.
 //
+// Every thread that calls a pool has a cache for it, for its statistics and spare slots; it
+// caches buffers only while it holds one of the pool's seats (core::thread_caches_max of them),
+// taken at its first call or at a later one when another thread has given its seat up, and held
+// until the thread exits.
+//
 // Every cache a thread holds is on its list (`caches`, linked through next_of_thread). The
 // directory, a small array, remembers the most recently used few, so that finding the cache
 // costs a few compares; a thread that uses more pools than it has ways finds the others on its
@@ -12,6 +17,8 @@
 // back at thread exit.
 #include <algorithm>
 #include <array>
+#include <mutex>
+#include <new>
 #include <type_traits>
 
 #include "core.hpp"
@@ -26,13 +33,13 @@ namespace {
 
 struct directory_entry {
   const pool::core* core = nullptr;
-  thread_cache* cache = nullptr;
+  cache* tc = nullptr;
 };
 constexpr std::size_t directory_ways = 8;
 
 struct thread_caches {
   std::array<directory_entry, directory_ways> directory{};
-  thread_cache* caches = nullptr;  // the list
+  cache* caches = nullptr;  // the list
   bool torn_down = false;          // the reaper has run: calls from later destructors go uncached
 };
 
@@ -64,16 +71,16 @@ void arm_reaper() { tls_reaper.arm(); }  // constructs the reaper, to run at thr
 #endif
 
 // Puts tc in the directory's first way; the last way's cache stays on the thread's list.
-void remember(thread_cache* tc) noexcept {
+void remember(cache* tc) noexcept {
   auto& directory = this_thread().directory;
   std::move_backward(directory.begin(), directory.end() - 1, directory.end());
   directory[0] = {&tc->core, tc};
 }
 
 // Takes tc off this thread's directory and front, before it is given back.
-void forget(thread_cache* tc) noexcept {
+void forget(cache* tc) noexcept {
   for (auto& e : this_thread().directory) {
-    if (e.cache == tc) e = {};
+    if (e.tc == tc) e = {};
   }
   thread_front& front = this_thread_front();  // defined in this file: no UBSan false null
   if (tc->view && front.view == tc->view.get()) front = {};
@@ -81,8 +88,8 @@ void forget(thread_cache* tc) noexcept {
 
 // Lets go of this thread's caches whose pools are gone (each takes that dead pool's mutex).
 void forget_dead() noexcept {
-  for (thread_cache** link = &this_thread().caches; *link != nullptr;) {
-    thread_cache* tc = *link;
+  for (cache** link = &this_thread().caches; *link != nullptr;) {
+    cache* tc = *link;
     // A hint, relaxed: `alive` only ever falls, and a cache missed now is let go later.
     if (tc->core.alive.load(std::memory_order_relaxed)) {
       link = &tc->next_of_thread;
@@ -96,11 +103,11 @@ void forget_dead() noexcept {
 
 // A new cache for this thread's first call to the pool; null when the thread is exiting or no
 // memory can be had (the call then goes uncached).
-thread_cache* enroll(pool::core& c) noexcept {
+cache* enroll(pool::core& c) noexcept {
   thread_caches& me = this_thread();
   if (me.torn_down) return nullptr;
   forget_dead();  // here, where the call blocks anyway, so that other calls never wait for it
-  thread_cache* tc = nullptr;
+  cache* tc = nullptr;
   try {
     arm_reaper();
     tc = make_cache(c);
@@ -115,12 +122,12 @@ thread_cache* enroll(pool::core& c) noexcept {
 
 }  // namespace
 
-thread_cache* cache_of_this_thread(pool::core& c, bool make) noexcept {
+cache* cache_of_this_thread(pool::core& c, bool make) noexcept {
   thread_caches& me = this_thread();
   for (const auto& e : me.directory) {
-    if (e.core == &c) return e.cache;
+    if (e.core == &c) return e.tc;
   }
-  for (thread_cache* tc = me.caches; tc != nullptr; tc = tc->next_of_thread) {
+  for (cache* tc = me.caches; tc != nullptr; tc = tc->next_of_thread) {
     if (&tc->core == &c) {
       remember(tc);
       return tc;
@@ -129,12 +136,12 @@ thread_cache* cache_of_this_thread(pool::core& c, bool make) noexcept {
   return make ? enroll(c) : nullptr;
 }
 
-void point_front(std::uint64_t state, thread_cache& tc) noexcept {
+void point_front(std::uint64_t state, cache& tc) noexcept {
   this_thread_front() = {state, tc.view.get(), 0, &tc.absent};
 }
 
-thread_cache* own_cache_after_fork(const pool::core& c) noexcept {
-  for (thread_cache* tc = this_thread().caches; tc != nullptr; tc = tc->next_of_thread) {
+cache* own_cache_after_fork(const pool::core& c) noexcept {
+  for (cache* tc = this_thread().caches; tc != nullptr; tc = tc->next_of_thread) {
     if (&tc->core == &c) return tc;
   }
   return nullptr;
@@ -144,10 +151,55 @@ void release_thread_caches() noexcept {
   thread_caches& me = this_thread();
   me.directory = {};
   this_thread_front() = {};
-  while (thread_cache* tc = me.caches) {
+  while (cache* tc = me.caches) {
     me.caches = tc->next_of_thread;
     give_back(tc);
   }
+}
+
+void take_seat(cache& tc) noexcept {
+  pool::core& c = tc.core;
+  std::uint32_t seats = c.seats.load(std::memory_order_relaxed);
+  do {
+    if (seats >= c.thread_caches_max) return;
+  } while (!c.seats.compare_exchange_weak(seats, seats + 1, std::memory_order_relaxed));
+  tc.view.reset(new (std::nothrow) magazine*[class_count_max]);
+  if (!tc.view) {
+    c.seats.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+  std::fill_n(tc.view.get(), class_count_max, &tc.absent);
+  tc.caching = true;
+}
+
+cache* make_cache(pool::core& c) {
+  auto* tc = new cache(c, cache::kind::thread);
+  take_seat(*tc);
+  std::lock_guard lock(c.admin_mutex);  // (M)
+  tc->next = c.registry;
+  if (c.registry != nullptr) c.registry->prev = tc;
+  c.registry = tc;
+  ++c.refs;
+  return tc;
+}
+
+void give_back(cache* tc) noexcept {
+  pool::core& c = tc->core;
+  bool last = false;
+  {
+    std::lock_guard lock(c.admin_mutex);  // (M)
+    if (c.alive.load(std::memory_order_relaxed)) {
+      caller k{c, tc, bring_up_to_date(c, *tc)};
+      empty_cache(k, /*keep=*/true);
+      tc->tally(c.departed);
+    }
+    if (tc->caching) c.seats.fetch_sub(1, std::memory_order_relaxed);  // after its places went back
+    (tc->prev != nullptr ? tc->prev->next : c.registry) = tc->next;
+    if (tc->next != nullptr) tc->next->prev = tc->prev;
+    last = --c.refs == 0;
+  }
+  delete tc;  // touches nothing of the core, which another thread may free from here on
+  if (last) delete &c;
 }
 
 }  // namespace sluice::detail

@@ -1,4 +1,4 @@
-// sluice::pool under the deterministic scheduler: lib/pool.cpp compiled again over the atomic and
+// sluice::pool under the deterministic scheduler: lib/pool/ compiled again over the atomic and
 // mutex seam (deterministic_atomic.hpp), so thread exit, ~pool, trim, the switch and the calls
 // that straddle them interleave at every atomic operation and mutex step that a seed picks.
 // Set SLUICE_DET_SEED=N to replay one seed.

@@ -1,4 +1,4 @@
-// sluice::pool's real code (lib/pool.cpp with lib/pool/*.hpp) under Relacy, with its thread
+// sluice::pool's real code (lib/pool/) under Relacy, with its thread
 // caches on: buffers handed between threads through a cache's flush, the trim handshake (P) and
 // (R) of pool.cpp, and the bound's accounting with a cache's spare places. A buffer carries its
 // number in its first byte; its contents are an rl::var per number, written before retire and read
@@ -214,12 +214,12 @@ TEST_CASE("pool: the bound with spare places") {
 
 TEST_CASE("pool: each ordering of the handshakes that pool.cpp names, weakened, is reported") {
   const ordering sites[] = {
-      {"(P1) the flag's seq_cst store", "lib/pool.cpp", "tc.publishing.store(flag, std::memory_order_seq_cst);  // (P1)", 0},
-      {"(P2) the publisher's seq_cst load of the state", "lib/pool.cpp", "k.c.state.load(std::memory_order_seq_cst);  // (P2)", 0},
-      {"(P3) the flag's release store", "lib/pool.cpp", "tc.publishing.store(flag + 1, std::memory_order_release);  // (P3)", 0},
-      {"(T1) trim's seq_cst restamp of the state", "lib/pool.cpp", "order, std::memory_order_relaxed));  // (T1) in trim", 0},
-      {"(T2) trim's seq_cst load of a flag", "lib/pool.cpp", "tc->publishing.load(std::memory_order_seq_cst);  // (T2)", 0},
-      {"trim's acquire wait for a flag to move", "lib/pool.cpp", "while (tc->publishing.load(std::memory_order_acquire) == seen)", 0},
+      {"(P1) the flag's seq_cst store", "lib/pool/pool.cpp", "tc.publishing.store(flag, std::memory_order_seq_cst);  // (P1)", 0},
+      {"(P2) the publisher's seq_cst load of the state", "lib/pool/pool.cpp", "k.c.state.load(std::memory_order_seq_cst);  // (P2)", 0},
+      {"(P3) the flag's release store", "lib/pool/pool.cpp", "tc.publishing.store(flag + 1, std::memory_order_release);  // (P3)", 0},
+      {"(T1) trim's seq_cst restamp of the state", "lib/pool/pool.cpp", "order, std::memory_order_relaxed));  // (T1) in trim", 0},
+      {"(T2) trim's seq_cst load of a flag", "lib/pool/pool.cpp", "tc->publishing.load(std::memory_order_seq_cst);  // (T2)", 0},
+      {"trim's acquire wait for a flag to move", "lib/pool/pool.cpp", "while (tc->publishing.load(std::memory_order_acquire) == seen)", 0},
   };
   // Not here, since no check reports them weakened (docs/verification.md says why): (R2), the
   // refill's seq_cst load, and (T3), trim's release at its end.

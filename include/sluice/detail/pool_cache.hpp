@@ -58,6 +58,22 @@ struct magazine {
   std::byte* items[room];
 };
 
+// A take that hits: the newest of the n (> 0) buffers magazine m holds; its place stays there,
+// spare. A retire that hits: data kept in m, which holds n buffers and owns more places than
+// that. Only the magazine's user writes it (the owning thread, or a CPU cache's holder), so these
+// are plain loads and stores, relaxed (sluice/pool.hpp's inline paths and the library's general
+// ones share them).
+[[gnu::always_inline]] inline std::byte* pop_from(magazine& m, std::uint64_t n) noexcept {
+  m.count.store(n - 1, std::memory_order_relaxed);
+  m.takes.store(m.takes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  return m.items[n - 1];
+}
+[[gnu::always_inline]] inline void push_onto(magazine& m, std::uint64_t n, std::byte* data) noexcept {
+  m.items[n] = data;
+  m.count.store(n + 1, std::memory_order_relaxed);
+  m.retires.store(m.retires.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
 struct thread_front {
   std::uint64_t key = 0;              // no pool's state word is 0
   magazine* const* view = nullptr;    // class_count_max magazines

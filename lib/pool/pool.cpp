@@ -1,0 +1,795 @@
+// sluice::pool's general paths: lock-free size-class stacks with caches in front (see core.hpp
+// for the layout, sluice/pool.hpp for the contract and the inline fast paths, places.cpp for the
+// bound, thread_caches.cpp for how a thread finds, keeps and gives up its caches, and
+// cpu_caches.cpp for the caches of threads without a seat).
+//
+// A take or retire that hits the calling thread's cache runs inline in the caller: one compare of
+// the thread's front key with the pool's state word (F), then the magazine. Everything else
+// comes here, and the fast path is this path's first step: enter() brings the thread's cache up
+// to the state word, the call does its work (in its thread's cache when that has a seat, else in
+// its CPU's cache when that is free, else on the shared stacks), and leave() points the front at
+// the thread's cache again, so the next call may hit.
+//
+// Ordering pairs used here, beyond those inside the stacks (slots.hpp, S1-S3, C1-C2), (F)
+// (sluice/detail/pool_cache.hpp) and a CPU cache's lock (L1, L2 in cpu_caches.cpp):
+//   (P) the publish handshake with trim. A thread about to push a chain of kept buffers raises
+//       its cache's `publishing` flag (P1, seq_cst store of an odd count), reads `state` (P2,
+//       seq_cst), pushes only if no trim or switch has overtaken its call, and lowers the flag
+//       (P3, release store of the next even count). trim restamps `state` (T1, seq_cst RMW),
+//       then reads every cache's flag (T2, seq_cst) and waits while one is up, until it moves
+//       on, and only then empties the stacks (S3). Each side stores, then loads what the other
+//       stores, so in the single total order of seq_cst operations either P2 follows T1 (the
+//       publisher sees the trim, through the state word and the generation (G) it carries, and
+//       does not push) or T2 follows P1 (trim waits for P3, which then happens-before its pops,
+//       so they find the chain). Buffers kept before a trim therefore never outlive it on a
+//       stack, and trim never touches a buffer retired after it returned: there is no drain on
+//       the publisher's side. trim waits only for the publish it found in progress, so
+//       publishers that keep coming cannot hold it up. These are the only seq_cst operations.
+//   (R) the same handshake for a refill, which pops a batch into a cache: the batch must enter
+//       the cache under the generation it was popped in, since a cache's next use frees it
+//       when its generation has passed. The pop runs under the flag, after a check (R2, as P2)
+//       that the generation is the cache's and no trim is running. A trim that starts after
+//       R2 waits for the flag, so its pops follow this one, and the batch, from before the trim,
+//       is rightly freed at the cache's next use; one that ended before R2 lowered its count
+//       (T3, release) after its pops, so the batch holds nothing it had to free. While a trim
+//       runs, or the cache is behind, a take pops its one buffer directly instead.
+//   (M) admin_mutex orders everything others do to a cache (thread exit, ~pool, fork, stats) against
+//       its user's calls, which the caller keeps apart from ~pool; a thread that has no cache
+//       (it is exiting, or had no memory for one) publishes under it instead of raising a flag.
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <new>
+#include <optional>
+#include <thread>
+#include <tuple>
+
+#include "core.hpp"
+
+namespace sluice {
+
+using detail::cache;
+using detail::caller;
+using detail::chain;
+using detail::counters;
+using detail::enabled_in;
+using detail::held;
+using detail::magazine;
+using detail::no_slot;
+using detail::slot_index;
+using detail::trimming_in;
+
+namespace {
+
+using core = pool::core;
+
+constexpr std::uint32_t slots_per_move = 32;  // slots move between a cache and the free stack so
+
+// What the layout relies on: a magazine has room for every place a cache may hold (2 * P, P at
+// most 16), a trim count never reaches the stamp, and a view covers every class a size can have.
+static_assert(2 * 16 <= magazine::room);
+static_assert(detail::trims_mask < detail::one_stamp && (detail::trims_mask & detail::enabled_bit) == 0);
+static_assert(detail::class_of(SIZE_MAX) < detail::class_count_max);
+
+// Below this bound a cache could hold at most three buffers (bound / 16), which would save little
+// and could hoard much of what the bound allows: such pools use the shared stacks alone.
+constexpr std::size_t min_caching_bound = 64;
+
+// A stamp no pool's state word has carried (see core.hpp). A plain std::atomic, outside the
+// model checkers' seam: it hands out numbers and orders nothing, so relaxed.
+std::uint64_t fresh_stamp() noexcept {
+  static constinit std::atomic<std::uint64_t> next{1};
+  std::uint64_t stamp = 0;
+  while (stamp == 0) stamp = next.fetch_add(1, std::memory_order_relaxed) * detail::one_stamp;
+  return stamp;
+}
+
+// Writes f(word) with a fresh stamp into the state word; answers the new word.
+template <class F>
+std::uint64_t restamp(core& c, F f, std::memory_order order) noexcept {
+  std::uint64_t old = c.state.load(std::memory_order_relaxed);
+  std::uint64_t now = 0;
+  do {
+    now = (f(old) & (detail::one_stamp - 1)) | fresh_stamp();
+  } while (!c.state.compare_exchange_weak(old, now, order, std::memory_order_relaxed));  // (T1) in trim
+  return now;
+}
+
+// The oldest n of a magazine's buffers are gone (moved or freed): the rest move down.
+void drop_oldest(magazine& m, std::uint64_t n) noexcept {
+  const std::uint64_t count = m.count.load(std::memory_order_relaxed);
+  std::copy(m.items + n, m.items + count, m.items);
+  m.count.store(count - n, std::memory_order_relaxed);
+}
+
+// ---- slots ----------------------------------------------------------------------------------
+
+slot_index take_slot(caller& k) noexcept {
+  return detail::get_slot(k.c.slots, k.tc ? &k.tc->free_slots : nullptr, k.c.free_slots, slots_per_move);
+}
+
+// Gives slots with no buffer back: to the cache's list, or to the free stack when there is none.
+void release_slots(caller& k, const chain& ch) noexcept {
+  if (k.tc == nullptr) return k.c.free_slots.push_chain(k.c.slots, ch);  // (S1)
+  detail::put_slots(k.c.slots, k.tc->free_slots, ch, k.c.free_slots, slots_per_move);
+}
+
+// ---- the shared stacks ----------------------------------------------------------------------
+
+// Frees n buffers of class cls that the pool held, and gives back their places.
+void free_held(caller& k, std::size_t cls, std::byte* const* items, std::uint32_t n) noexcept {
+  if (n == 0) return;
+  for (std::uint32_t j = 0; j < n; ++j) detail::free_bytes(items[j]);
+  k.rec().add(&counters::bytes_out, std::uint64_t{n} * k.c.class_size[cls]);
+  detail::unreserve(k.c, n);
+}
+
+// Frees the buffers of a chain of class cls that this call holds, and releases its slots.
+void free_chain(caller& k, std::size_t cls, const chain& ch) noexcept {
+  slot_index i = ch.first;
+  for (std::uint32_t j = 0; j < ch.count; ++j) {
+    detail::free_bytes(k.c.slots[i].data);
+    i = k.c.slots[i].next.load(std::memory_order_relaxed);
+  }
+  k.rec().add(&counters::bytes_out, std::uint64_t{ch.count} * k.c.class_size[cls]);
+  detail::unreserve(k.c, ch.count);
+  release_slots(k, ch);
+}
+
+// Empties stack cls, freeing its buffers.
+void drain(caller& k, std::size_t cls) noexcept {
+  const chain got = k.c.stacks[cls].pop_all(k.c.slots);  // (S3)
+  if (got.count > 0) free_chain(k, cls, got);
+}
+
+// The flag of (P) and (R): an odd count while raised. Its user only.
+std::uint32_t raise_flag(cache& tc) noexcept {
+  const std::uint32_t flag = tc.publishing.load(std::memory_order_relaxed) + 1;  // its own writes
+  tc.publishing.store(flag, std::memory_order_seq_cst);  // (P1): seq_cst, for the order with T1/T2
+  return flag;
+}
+void lower_flag(cache& tc, std::uint32_t flag) noexcept {
+  tc.publishing.store(flag + 1, std::memory_order_release);  // (P3): pairs with trim's wait
+}
+
+// Whether no trim has begun since the cache's last catch-up (the generation read after P2 or R2,
+// whose seq_cst load carries (G)).
+bool same_generation(const caller& k) noexcept {
+  return k.c.generation.load(std::memory_order_relaxed) == k.tc->synced_generation;
+}
+
+// Pushes a chain of kept buffers of class cls onto its stack, keeping the handshake (P) with
+// trim. `earlier`: the chain holds buffers that earlier calls kept (a cache's flush), which a
+// trim that overtook this call must free; else it holds only this call's own buffer, which only
+// a switch to disabled must keep out (a trim alone may be overtaken: the retire then counts as
+// coming after it). Answers whether it pushed; if not, the caller still holds the chain.
+bool publish(caller& k, std::size_t cls, const chain& ch, bool earlier) noexcept {
+  if (k.tc == nullptr) {
+    assert(!earlier);  // only a cache flushes
+    // (M): trim reads the flags under admin_mutex, after its stamp; this section comes wholly
+    // before that (trim's pops then find the chain) or wholly after (this load sees the stamp).
+    std::lock_guard lock(k.c.admin_mutex);
+    if (!enabled_in(k.c.state.load(std::memory_order_relaxed))) return false;
+    k.c.stacks[cls].push_chain(k.c.slots, ch);  // (S1)
+    return true;
+  }
+  const std::uint32_t flag = raise_flag(*k.tc);                         // (P1)
+  const std::uint64_t now = k.c.state.load(std::memory_order_seq_cst);  // (P2)
+  const bool push = enabled_in(now) && (!earlier || same_generation(k));
+  if (push) k.c.stacks[cls].push_chain(k.c.slots, ch);                  // (S1)
+  lower_flag(*k.tc, flag);                                              // (P3)
+  return push;
+}
+
+// trim's side of (P) and (R), after its stamp (T1): waits until no thread is inside a publish or
+// a refill that it found in progress (and that may have read the state before the stamp).
+void await_publishers(core& c) noexcept {
+  std::lock_guard lock(c.admin_mutex);  // (M): keeps the registry still, and orders orphans
+  for (const cache* tc = c.registry; tc != nullptr; tc = tc->next) {
+    const std::uint32_t seen = tc->publishing.load(std::memory_order_seq_cst);  // (T2)
+    if (seen % 2 == 0) continue;
+    // acquire: synchronizes-with P3, or with a later P1 (a seq_cst store, so a release too)
+    while (tc->publishing.load(std::memory_order_acquire) == seen) std::this_thread::yield();
+  }
+}
+
+// ---- magazines --------------------------------------------------------------------------------
+
+// Whether the front may send class cls's calls to the magazine: the pool caches the class whole
+// (not the top class cut at the ceiling, whose requests above the ceiling must miss) and no
+// off-class buffer of it is shelved (a take must look at those first). A hint read, relaxed: a
+// shelving restamps the state word after it sets the flag, and enter() reads the word with
+// acquire before it rebuilds the view.
+bool fronts_class(const caller& k, std::size_t cls) noexcept {
+  return detail::nominal_class_size(cls) == k.c.class_size[cls] &&
+         !k.c.off_class_nonempty[cls].load(std::memory_order_relaxed);
+}
+
+// Points a thread cache's view for class cls at its magazine when it may (see fronts_class),
+// else at `absent`.
+void aim_view(caller& k, std::size_t cls) noexcept {
+  if (!k.tc->view) return;  // a CPU cache: no front points at it
+  magazine* m = k.tc->find(cls);
+  k.tc->view[cls] = m != nullptr && fronts_class(k, cls) ? m : &k.tc->absent;
+}
+
+// The cache's magazine for class cls, made at first use; null when it caches nothing or no
+// memory can be had (the call then goes to the shared stack directly). No lock: stats() reads
+// the pointer with acquire (cache::find).
+magazine* magazine_for(caller& k, std::size_t cls) noexcept {
+  if (!k.caches()) return nullptr;
+  if (magazine* m = k.tc->find(cls)) return m;
+  auto* m = new (std::nothrow) magazine;
+  if (m == nullptr) return nullptr;
+  m->capacity = k.c.class_size[cls];
+  m->limit = std::min(2 * detail::magazine_batch(m->capacity), k.c.cache_places);
+  k.tc->install(cls, m);
+  aim_view(k, cls);
+  return m;
+}
+
+// Fills an empty magazine with a batch from the shared stack, keeping the handshake (R) with
+// trim; their places come with them and stand in for the magazine's spare ones. Leaves it empty
+// while a trim runs or the cache is behind.
+void refill(caller& k, std::size_t cls, magazine& m) noexcept {
+  if (k.c.stacks[cls].looks_empty()) return;
+  // The batch brings its own places: the magazine's spare ones go loose, and loose ones the
+  // cache then has no room for go back to the shared counter. As many as the cache has places
+  // for, up to a batch: a refill never pushes other classes out (a retire does, displace()),
+  // so that classes used in turn do not push each other out.
+  detail::drop_spare(k, m);
+  const std::uint32_t want = std::min(detail::batch_of(m), k.c.cache_places - k.tc->places);
+  if (want == 0) return;
+  if (const std::uint32_t loose = k.tc->loose.load(std::memory_order_relaxed);
+      k.tc->places + loose + want > k.c.cache_places) {
+    const std::uint32_t excess = k.tc->places + loose + want - k.c.cache_places;
+    detail::unreserve(k.c, excess);
+    detail::set_loose(*k.tc, loose - excess);
+  }
+  const std::uint32_t flag = raise_flag(*k.tc);                         // (P1)
+  const std::uint64_t now = k.c.state.load(std::memory_order_seq_cst);  // (R2)
+  chain got;
+  if (enabled_in(now) && !trimming_in(now) && same_generation(k)) {
+    got = k.c.stacks[cls].pop_chain(k.c.slots, want);  // (S2)
+  }
+  lower_flag(*k.tc, flag);                               // (P3)
+  if (got.count == 0) return;
+  slot_index i = got.first;
+  for (std::uint32_t j = 0; j < got.count; ++j) {
+    m.items[j] = k.c.slots[i].data;
+    i = k.c.slots[i].next.load(std::memory_order_relaxed);
+  }
+  m.count.store(got.count, std::memory_order_relaxed);
+  detail::set_owned(*k.tc, m, got.count);
+  release_slots(k, got);
+}
+
+// ---- entering and leaving the general path --------------------------------------------------
+
+// Every general take and retire starts here: this thread's cache for the pool (made at its first
+// call, and given a seat when one is free), brought up to the state word. A trim or switch that
+// happens-before this call is seen (write-read coherence); one that merely ran earlier on
+// another thread reaches this thread at a later call. The buffers it must not keep meanwhile
+// are covered by the handshake (P).
+caller enter(core& c) noexcept {
+  cache* tc = detail::cache_of_this_thread(c, /*make=*/true);
+  if (tc == nullptr) return {c, nullptr, c.state.load(std::memory_order_acquire)};  // (F')
+  if (!tc->caching && c.seats.load(std::memory_order_relaxed) < c.thread_caches_max) detail::take_seat(*tc);
+  return {c, tc, detail::bring_up_to_date(c, *tc)};
+}
+
+// The last step of a general take or retire: the front points at this thread's cache when it
+// caches, is current and the pool enabled, so that the thread's next call to this pool may hit
+// it inline.
+void leave(const caller& k) noexcept {
+  if (k.caches() && k.tc->view && enabled_in(k.state) && k.state == k.tc->synced_state) {
+    detail::point_front(k.state, *k.tc);
+  }
+}
+
+// The calls that neither take nor retire bring the caller's own cache up to date the same way,
+// without making one.
+void catch_up_own(core& c) noexcept {
+  if (cache* tc = detail::cache_of_this_thread(c, /*make=*/false)) detail::bring_up_to_date(c, *tc);
+}
+
+// ---- take and retire, per kind of buffer ----------------------------------------------------
+
+// A buffer of class cls from the cache's magazine or the shared stack, or null. Counts a hit that
+// bypassed the magazine (one through it counts itself: sluice/detail/pool_cache.hpp).
+std::byte* take_on_class(caller& k, std::size_t cls) noexcept {
+  // A miss on a class never seen here makes no magazine: only a refill needs one.
+  if (k.caches() && k.tc->find(cls) == nullptr && k.c.stacks[cls].looks_empty()) return nullptr;
+  if (magazine* m = magazine_for(k, cls)) {
+    if (m->count.load(std::memory_order_relaxed) == 0) refill(k, cls, *m);
+    if (const std::uint64_t n = m->count.load(std::memory_order_relaxed); n > 0) return detail::pop_from(*m, n);
+    if (k.c.stacks[cls].looks_empty()) return nullptr;  // else the cache had no room: pop one
+  }
+  const chain got = k.c.stacks[cls].pop_chain(k.c.slots, 1);  // (S2)
+  if (got.count == 0) return nullptr;
+  std::byte* data = k.c.slots[got.first].data;
+  release_slots(k, got);
+  detail::give_place(k);
+  k.rec().add(&counters::hits, 1);
+  k.rec().add(&counters::bytes_out, k.c.class_size[cls]);
+  return data;
+}
+
+// Keeps a buffer of class cls; false when the bound or the slots are exhausted, or the pool was
+// switched off while this retire ran. Counts a retire that bypassed the magazine.
+bool retire_on_class(caller& k, std::size_t cls, std::byte* data) noexcept {
+  if (magazine* m = magazine_for(k, cls)) {
+    if (m->count.load(std::memory_order_relaxed) < m->owned.load(std::memory_order_relaxed) ||
+        detail::add_places(k, cls, *m)) {
+      detail::push_onto(*m, m->count.load(std::memory_order_relaxed), data);
+      return true;
+    }
+    // No place in the cache (or in the bound, which the shared stack then finds too).
+  }
+  if (!detail::take_place(k)) return false;
+  if (const slot_index i = take_slot(k); i != no_slot) {
+    k.c.slots[i].data = data;
+    if (publish(k, cls, chain{i, i, 1}, /*earlier=*/false)) {
+      k.rec().add(&counters::retired, 1);
+      k.rec().add(&counters::bytes_in, k.c.class_size[cls]);
+      return true;
+    }
+    release_slots(k, chain{i, i, 1});
+  }
+  detail::give_place(k);
+  return false;
+}
+
+std::optional<held> take_off_class(caller& k, std::size_t cls, std::size_t size) noexcept {
+  std::optional<held> h;
+  {
+    std::lock_guard lock(k.c.shelf_mutex);
+    h = k.c.off_class.take(cls, size);
+    k.c.off_class_nonempty[cls].store(!k.c.off_class.empty(cls), std::memory_order_relaxed);
+  }
+  if (h) {
+    detail::give_place(k);
+    k.rec().add(&counters::hits, 1);
+    k.rec().add(&counters::bytes_out, h->capacity);
+  }
+  return h;
+}
+
+bool retire_off_class(caller& k, std::size_t cls, held h) noexcept {
+  if (!detail::take_place(k)) return false;
+  {
+    std::lock_guard lock(k.c.shelf_mutex);
+    // Under the shelf lock, a switch to disabled whose trim has emptied the shelves is seen (the
+    // lock orders the two): no buffer is shelved past set_enabled(false). A trim alone may be
+    // overtaken, as if this retire came after it.
+    if (enabled_in(k.c.state.load(std::memory_order_relaxed))) {
+      try {
+        const bool first = k.c.off_class.empty(cls);
+        k.c.off_class.put(cls, h);
+        k.c.off_class_nonempty[cls].store(true, std::memory_order_relaxed);
+        // The class's first shelved buffer: every thread's front must stop answering the class
+        // inline, so the word moves (release: the flag, for enter()'s (F')).
+        if (first) restamp(k.c, [](std::uint64_t w) { return w; }, std::memory_order_release);
+        k.rec().add(&counters::retired, 1);
+        k.rec().add(&counters::bytes_in, h.capacity);
+        return true;
+      } catch (const std::bad_alloc&) {
+      }
+    }
+  }
+  detail::give_place(k);
+  return false;
+}
+
+// ---- the general take and retire --------------------------------------------------------------
+
+// Every rule, every kind of buffer and thread. An exact take looks only at the class of size,
+// and only at its own-size buffers.
+held take_any(core& c, std::size_t size, bool exact) {
+  caller k = enter(c);
+  held found;
+  const auto& classes = c.classes;
+  if (size <= classes.ceiling()) {
+    const std::size_t first = classes.of(size), end = exact ? first + 1 : classes.count();
+    detail::cpu_cache_hold cpu(k);  // a thread whose cache has no seat uses its CPU's
+    if (enabled_in(k.state)) {
+      for (std::size_t cls = first; cls < end && found.data == nullptr; ++cls) {
+        // Within a class, off-class buffers are the smaller: look at them first.
+        if (!exact && c.off_class_nonempty[cls].load(std::memory_order_relaxed)) {
+          if (const auto h = take_off_class(k, cls, size)) {
+            found = *h;
+            break;
+          }
+        }
+        if (std::byte* data = take_on_class(k, cls)) found = {data, c.class_size[cls]};
+      }
+      std::size_t cls = first;  // the last look before a miss: the other CPU caches
+      if (found.data == nullptr) {
+        if (std::byte* data = detail::take_from_cpu_caches(k, first, end, &cls)) found = {data, c.class_size[cls]};
+      }
+    }
+  }
+  if (found.data == nullptr) k.rec().add(&counters::misses, 1);
+  if (k.caches() && enabled_in(k.state) && size <= classes.ceiling()) aim_view(k, classes.of(size));
+  leave(k);
+  return found;
+}
+
+void retire_any(core& c, held h) noexcept {
+  if (h.data == nullptr) return catch_up_own(c);  // nothing to keep; a call all the same
+  caller k = enter(c);
+  const auto& classes = c.classes;
+  bool kept = false;
+  if (h.capacity <= classes.ceiling()) {
+    const std::size_t cls = classes.of(h.capacity);
+    detail::cpu_cache_hold cpu(k);
+    if (enabled_in(k.state)) {
+      kept = c.class_size[cls] == h.capacity ? retire_on_class(k, cls, h.data) : retire_off_class(k, cls, h);
+    }
+  }
+  if (!kept) {
+    k.rec().add(&counters::dropped, 1);
+    detail::free_bytes(h.data);
+  }
+  if (k.caches() && enabled_in(k.state) && h.capacity <= classes.ceiling()) aim_view(k, classes.of(h.capacity));
+  leave(k);
+}
+
+// ---- fork -------------------------------------------------------------------------------------
+
+// In a forked child, where the parent's other threads are gone with whatever their caches held
+// and whatever calls they had in flight. Their caches are let go without freeing their buffers:
+// a thread stopped inside a call may have left a magazine's count one ahead of its items, so
+// freeing could free a buffer its owner had answered; that memory stays allocated in the child,
+// as jemalloc's and mimalloc's other threads' caches do. The CPU caches stay whole (the fork
+// waited for their calls in flight). The bound's count and retained_bytes are then made exact
+// again from what the child can reach.
+void adopt_after_fork(core& c) noexcept {
+  const cache* mine = detail::own_cache_after_fork(c);
+  for (cache* tc = c.registry; tc != nullptr;) {
+    cache* const next = tc->next;
+    if (tc->owner == cache::kind::thread && tc != mine) {
+      tc->tally(c.departed);
+      (tc->prev != nullptr ? tc->prev->next : c.registry) = tc->next;
+      if (tc->next != nullptr) tc->next->prev = tc->prev;
+      if (tc->caching) c.seats.fetch_sub(1, std::memory_order_relaxed);
+      --c.refs;  // never the last: the pool itself holds one
+      delete tc;
+    }
+    tc = next;
+  }
+  std::size_t places = 0;
+  std::uint64_t bytes = 0;
+  for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+    const std::size_t n = c.stacks[cls].count_alone(c.slots);
+    places += n;
+    bytes += n * c.class_size[cls];
+  }
+  const auto [shelved, shelved_bytes] = c.off_class.tally();
+  places += shelved;
+  bytes += shelved_bytes;
+  counters sum;
+  c.departed.fold_into(sum);
+  c.orphans.fold_into(sum);
+  for (const cache* tc = c.registry; tc != nullptr; tc = tc->next) {  // this thread's, and the CPUs'
+    tc->tally(sum);
+    places += tc->places + tc->loose.load(std::memory_order_relaxed);
+    tc->for_each_magazine([&](std::size_t cls, const magazine& m) {
+      bytes += m.count.load(std::memory_order_relaxed) * c.class_size[cls];
+    });
+  }
+  c.reserved.store(places, std::memory_order_relaxed);
+  // A trim that another thread was running is over: the child's refills must not wait for it.
+  restamp(c, [](std::uint64_t w) { return w & ~detail::trims_mask; }, std::memory_order_relaxed);
+  // What the lost caches held leaves the byte count as if freed; a call stopped between moving
+  // a buffer and counting it is counted as having finished.
+  const std::uint64_t in = sum.bytes_in.load(std::memory_order_relaxed);
+  const std::uint64_t out = sum.bytes_out.load(std::memory_order_relaxed);
+  const detail::recorder departed{&c.departed, true};
+  if (in - out > bytes) departed.add(&counters::bytes_out, in - out - bytes);
+  if (in - out < bytes) departed.add(&counters::bytes_in, bytes - (in - out));
+}
+
+// How many CPUs the machine has, as the standard library counts them (at least one).
+std::uint32_t cpu_count() noexcept {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+}  // namespace
+
+// ---- a cache's state ----------------------------------------------------------------------------
+
+namespace detail {
+
+// Moves the oldest n (<= count) buffers of a magazine to the shared stack as one chain, their
+// places with them, or frees them when a trim or the switch overtook this call (P). Answers how
+// many left the magazine: fewer than n only when no slot can be had, and then the rest stay (a
+// kept buffer is never freed for want of a slot; the retire that needed the room is dropped
+// instead).
+std::uint32_t flush(caller& k, std::size_t cls, magazine& m, std::uint32_t n) noexcept {
+  chain out;
+  while (out.count < n) {
+    const slot_index i = take_slot(k);
+    if (i == no_slot) break;
+    k.c.slots[i].data = m.items[out.count];
+    if (out.count == 0) {
+      out.first = i;
+    } else {
+      k.c.slots[out.last].next.store(i, std::memory_order_relaxed);
+    }
+    out.last = i;
+    ++out.count;
+  }
+  if (out.count == 0) return 0;
+  if (!publish(k, cls, out, /*earlier=*/true)) free_chain(k, cls, out);
+  drop_oldest(m, out.count);
+  set_owned(*k.tc, m, static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed)) - out.count);
+  return out.count;
+}
+
+void empty_cache(caller& k, bool keep) noexcept {
+  cache& tc = *k.tc;
+  tc.for_each_magazine([&](std::size_t cls, magazine& m) {
+    if (const auto count = static_cast<std::uint32_t>(m.count.load(std::memory_order_relaxed)); keep && count > 0) {
+      flush(k, cls, m, count);
+    }
+    const auto count = static_cast<std::uint32_t>(m.count.load(std::memory_order_relaxed));  // what found no slot
+    free_held(k, cls, m.items, count);
+    unreserve(k.c, m.owned.load(std::memory_order_relaxed) - count);
+    m.count.store(0, std::memory_order_relaxed);
+    set_owned(tc, m, 0);
+  });
+  unreserve(k.c, tc.loose.exchange(0, std::memory_order_relaxed));
+  if (keep && tc.free_slots.count > 0) {
+    k.c.free_slots.push_chain(k.c.slots, first_of(k.c.slots, tc.free_slots, tc.free_slots.count));  // (S1)
+    tc.free_slots = {};
+  }
+}
+
+// A trim began since (the generation, read after the word, sees it: (G)) or the pool is off:
+// what the cache holds goes. Its view is aimed again, since an off-class shelving may be why the
+// word moved.
+void catch_up(core& c, cache& tc, std::uint64_t state) noexcept {
+  caller k{c, &tc, state};
+  const std::uint64_t generation = c.generation.load(std::memory_order_relaxed);
+  if (generation != tc.synced_generation || !enabled_in(state)) empty_cache(k, /*keep=*/false);
+  tc.synced_state = state;
+  tc.synced_generation = generation;
+  if (tc.view) {
+    for (std::size_t cls = 0; cls < c.classes.count(); ++cls) aim_view(k, cls);
+  }
+}
+
+std::uint64_t bring_up_to_date(core& c, cache& tc) noexcept {
+  // (F') acquire: a trim's restamp (T1) releases its generation (G), a shelving its off-class
+  // flag; a call that reads the word they wrote sees those too.
+  const std::uint64_t state = c.state.load(std::memory_order_acquire);
+  if (state != tc.synced_state) catch_up(c, tc, state);
+  return state;
+}
+
+cache::cache(pool::core& c, kind k)
+    : core(c),
+      owner(k),
+      class_count(c.caching ? c.classes.count() : 0),
+      caching(k == kind::cpu),
+      synced_state(c.state.load(std::memory_order_acquire)),  // (F'), as bring_up_to_date reads it
+      synced_generation(c.generation.load(std::memory_order_relaxed)),
+      magazines(std::make_unique<detail::atomic<magazine*>[]>(class_count)) {}
+
+cache::~cache() {
+  for (std::size_t cls = 0; cls < class_count; ++cls) delete find(cls);
+}
+
+void cache::tally(counters& into) const noexcept {
+  counts.fold_into(into);
+  const recorder rec{&into, true};
+  for_each_magazine(
+      [&](std::size_t, const magazine& m) {
+        const std::uint64_t takes = m.takes.load(std::memory_order_relaxed);
+        const std::uint64_t kept = m.retires.load(std::memory_order_relaxed);
+        rec.add(&counters::hits, takes);
+        rec.add(&counters::retired, kept);
+        rec.add(&counters::bytes_out, takes * m.capacity);
+        rec.add(&counters::bytes_in, kept * m.capacity);
+      },
+      std::memory_order_acquire);  // pairs with install()'s release: the magazine's capacity
+}
+
+std::size_t cache::spare_places() const noexcept {
+  std::size_t spare = loose.load(std::memory_order_relaxed);
+  for_each_magazine(
+      [&](std::size_t, const magazine& m) {
+        const std::uint64_t owned = m.owned.load(std::memory_order_relaxed);
+        const std::uint64_t count = m.count.load(std::memory_order_relaxed);
+        spare += owned > count ? owned - count : 0;  // a momentary mix may show count above owned
+      },
+      std::memory_order_acquire);
+  return spare;
+}
+
+}  // namespace detail
+
+// ---- the pool's shared state ---------------------------------------------------------------------
+
+pool::core::core(const pool_options& o, detail::atomic<std::uint64_t>& state_word)
+    : classes(o.ceiling),
+      class_size(std::make_unique<std::size_t[]>(classes.count())),
+      bound(o.bound),
+      caching(o.thread_cache && o.bound >= min_caching_bound),
+      // P = clamp(L / 2, 1, 16) with L = clamp(bound / 16, 1, 64), as pool.hpp states.
+      place_batch(static_cast<std::uint32_t>(std::clamp<std::size_t>(std::clamp<std::size_t>(o.bound / 16, 1, 64) / 2, 1, 16))),
+      cache_places(2 * place_batch),
+      // A quarter of the bound for each kind of cache (min_caching_bound: at least four each).
+      thread_caches_max(caching ? static_cast<std::uint32_t>(std::min<std::size_t>(o.bound / 4 / cache_places, UINT32_MAX)) : 0),
+      cpu_cache_count(caching ? static_cast<std::uint32_t>(std::min<std::size_t>(o.bound / 4 / cache_places, cpu_count())) : 0),
+      state(state_word),
+      stacks(std::make_unique<detail::tagged_stack[]>(classes.count())),
+      off_class(classes.count()),
+      off_class_nonempty(std::make_unique<detail::atomic<bool>[]>(classes.count())),
+      cpu_caches(std::make_unique<std::unique_ptr<cache>[]>(cpu_cache_count)) {
+  for (std::size_t cls = 0; cls < classes.count(); ++cls) class_size[cls] = classes.size(cls);
+  for (std::uint32_t i = 0; i < cpu_cache_count; ++i) {
+    cpu_caches[i] = std::make_unique<cache>(*this, cache::kind::cpu);
+    cpu_caches[i]->next = registry;
+    if (registry != nullptr) registry->prev = cpu_caches[i].get();
+    registry = cpu_caches[i].get();
+  }
+  join();  // last: a fork may lock this core from here on
+}
+
+pool::core::~core() { leave(); }
+
+// Lock order: the CPU caches (whose users may take shelf_mutex while they hold one), then
+// admin_mutex, then shelf_mutex.
+void pool::core::lock_for_fork() noexcept {
+  detail::hold_cpu_caches(*this);
+  admin_mutex.lock();
+  shelf_mutex.lock();
+}
+
+void pool::core::unlock_in_parent() noexcept {
+  shelf_mutex.unlock();
+  admin_mutex.unlock();
+  detail::let_go_cpu_caches(*this);
+}
+
+void pool::core::unlock_in_child() noexcept {
+  if (alive.load(std::memory_order_relaxed)) adopt_after_fork(*this);
+  shelf_mutex.unlock();
+  admin_mutex.unlock();
+  detail::let_go_cpu_caches(*this);
+}
+
+// ---- the public calls ---------------------------------------------------------------------------
+
+pool::pool(pool_options options)
+    : state_(fresh_stamp() | (options.enabled ? detail::enabled_bit : 0)), core_(new core(options, state_)) {}
+
+pool::~pool() {
+  core& c = *core_;
+  bool last = false;
+  {
+    std::lock_guard lock(c.admin_mutex);  // (M)
+    c.alive.store(false, std::memory_order_relaxed);
+    for (cache* tc = c.registry; tc != nullptr; tc = tc->next) {
+      caller k{c, tc, 0};
+      detail::empty_cache(k, /*keep=*/false);
+      tc->free_slots = {};  // the slot table goes below
+    }
+    caller k{c, nullptr, 0};  // what it frees is counted with the orphans, which die with it
+    for (std::size_t cls = 0; cls < c.classes.count(); ++cls) drain(k, cls);
+    {
+      std::lock_guard shelf_lock(c.shelf_mutex);
+      c.off_class.free_all();
+    }
+    c.stacks.reset();
+    c.slots.release();
+    last = --c.refs == 0;
+  }
+  if (last) delete &c;
+}
+
+held pool::take_general(std::size_t size, bool exact) { return take_any(*core_, size, exact); }
+
+held pool::acquire_general(std::size_t size) {
+  if (const held h = take_any(*core_, size, /*exact=*/false); h.data != nullptr) return h;
+  buffer fresh(size, core_->classes.fresh_capacity(size));
+  return detail::buffer_access::release(fresh);
+}
+
+void pool::retire_general(held h) noexcept { retire_any(*core_, h); }
+
+buffer pool::take_exact(std::size_t size) {
+  held h = take_cached(size);
+  if (h.data == nullptr) h = take_any(*core_, size, /*exact=*/true);
+  return detail::buffer_access::make_or_empty(h, size);
+}
+
+void* pool::allocate_exact(std::size_t size) {
+  if (held h = take_cached(size); h.data != nullptr) return h.data;
+  if (held h = take_any(*core_, size, /*exact=*/true); h.data != nullptr) return h.data;
+  return detail::allocate_bytes(core_->classes.fresh_capacity(size));
+}
+
+void pool::deallocate_exact(void* p, std::size_t size) noexcept {
+  // size <= ceiling: the block has its class's own size
+  const held h{static_cast<std::byte*>(p), core_->class_size[detail::class_of(size)]};
+  if (!retire_cached(h)) retire_any(*core_, h);
+}
+
+void pool::set_enabled(bool on) noexcept {
+  core& c = *core_;
+  if (on) {
+    // Relaxed: publishes nothing; a fresh stamp so that no earlier word comes back.
+    if (!enabled_in(c.state.load(std::memory_order_relaxed))) {
+      restamp(c, [](std::uint64_t w) { return w | detail::enabled_bit; }, std::memory_order_relaxed);
+    }
+    catch_up_own(c);
+  } else {
+    // Relaxed: trim's stamp (T1) follows it in the word's modification order, and (P) reads the
+    // word after that stamp or waits for the publisher.
+    restamp(c, [](std::uint64_t w) { return w & ~detail::enabled_bit; }, std::memory_order_relaxed);
+    trim();
+  }
+}
+
+bool pool::enabled() const noexcept {
+  catch_up_own(*core_);
+  return enabled_in(state_.load(std::memory_order_relaxed));
+}
+
+void pool::trim() noexcept {
+  core& c = *core_;
+  caller k{c, detail::cache_of_this_thread(c, /*make=*/false), 0};
+  c.generation.fetch_add(1, std::memory_order_relaxed);  // (G): T1 releases it
+  k.state = restamp(c, [](std::uint64_t w) { return w + detail::one_trim; }, std::memory_order_seq_cst);  // (T1)
+  detail::catch_up_cpu_caches(c);                                            // what they hold from before
+  await_publishers(c);                                                       // (T2)
+  for (std::size_t cls = 0; cls < c.classes.count(); ++cls) drain(k, cls);  // (S3)
+  std::size_t count = 0, bytes = 0;
+  {
+    std::lock_guard lock(c.shelf_mutex);
+    std::tie(count, bytes) = c.off_class.free_all();
+    for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+      c.off_class_nonempty[cls].store(false, std::memory_order_relaxed);
+    }
+  }
+  detail::unreserve(c, count);
+  k.rec().add(&counters::bytes_out, bytes);
+  // (T3) release: a refill that finds no trim running (R2) finds the stacks emptied too.
+  c.state.fetch_sub(detail::one_trim, std::memory_order_release);
+  if (k.tc != nullptr) detail::bring_up_to_date(c, *k.tc);  // this thread's own cache, now
+}
+
+std::size_t pool::retained() const noexcept { return stats().retained; }
+
+pool_stats pool::stats() const noexcept {
+  core& c = *core_;
+  catch_up_own(c);
+  counters sum;
+  std::size_t spare = 0;
+  {
+    std::lock_guard lock(c.admin_mutex);
+    c.departed.fold_into(sum);
+    c.orphans.fold_into(sum);
+    for (const cache* tc = c.registry; tc != nullptr; tc = tc->next) {
+      tc->tally(sum);
+      spare += tc->spare_places();
+    }
+  }
+  const auto get = [&](auto field) { return (sum.*field).load(std::memory_order_relaxed); };
+  const std::size_t reserved = c.reserved.load(std::memory_order_relaxed);
+  const std::uint64_t in = get(&counters::bytes_in), out = get(&counters::bytes_out);
+  pool_stats s;
+  s.hits = get(&counters::hits);
+  s.misses = get(&counters::misses);
+  s.retired = get(&counters::retired);
+  s.dropped = get(&counters::dropped);
+  s.retained = reserved - std::min(spare, reserved);  // in [0, reserved], and reserved <= bound
+  s.retained_bytes = in > out ? static_cast<std::size_t>(in - out) : 0;
+  return s;
+}
+
+}  // namespace sluice
