@@ -8,6 +8,8 @@
 # one iteration, with start-up, warm-up and exit cancelled out. Workloads (count.cpp):
 #   pool                sluice::pool take(1024) + retire, a thread-cache hit
 #   pool_acquire        sluice::pool acquire(1024) + retire, a thread-cache hit
+#   pool_runtime_size   sluice::pool take(n) + retire, a thread-cache hit, n = 1024 read from argv
+#                       (the compiler cannot fold the size's class)
 #   mutex_pool          sluice::mutex_pool take(1024) + retire
 #   mutex_pool_acquire  sluice::mutex_pool acquire(1024) + retire
 #   pool_resource       sluice::pool_resource allocate(1024, 16) + deallocate, through memory_resource
@@ -19,7 +21,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "${1:-$here}" && pwd)
 n=${2:-100000}
-workloads=(pool pool_acquire mutex_pool mutex_pool_acquire pool_resource mutex_pool_resource malloc gate)
+workloads=(pool pool_acquire pool_runtime_size mutex_pool mutex_pool_acquire pool_resource mutex_pool_resource malloc gate)
 
 if ! command -v valgrind >/dev/null; then
   sudo=(); [[ $(id -u) -eq 0 ]] || sudo=(sudo)
@@ -49,7 +51,7 @@ for kind in "${kinds[@]}"; do
   for w in "${workloads[@]}"; do
     for iters in "$n" $((2 * n)); do
       log=$work/$kind-$w-$iters.log
-      valgrind --tool=callgrind --callgrind-out-file=/dev/null "$b/count" "$w" "$iters" 2>"$log" \
+      valgrind --tool=callgrind --callgrind-out-file=/dev/null "$b/count" "$w" "$iters" 1024 2>"$log" \
         || { echo "count $w $iters failed ($kind)"; cat "$log"; exit 1; }
       count[$kind,$w,$iters]=$(awk '/Collected :/ {print $NF}' "$log")
     done

@@ -13,12 +13,14 @@ namespace {
 // Makes the compiler assume p (and the memory behind it) is read, so no call is elided.
 inline void escape(const void* p) { asm volatile("" : : "r"(p) : "memory"); }
 
-template <class Pool, bool Acquire>
-int run_pool(long n) {
+// The pair with a size the compiler sees (Size), or with one it learns only at run time (Size 0).
+template <class Pool, bool Acquire, std::size_t Size = 1024>
+int run_pool(long n, std::size_t runtime_size = 0) {
+  const std::size_t size = Size != 0 ? Size : runtime_size;
   Pool pool;
-  for (int i = 0; i < 8; ++i) pool.retire(pool.acquire(1024));  // warm: the buffer is cached now
+  for (int i = 0; i < 8; ++i) pool.retire(pool.acquire(size));  // warm: the buffer is cached now
   for (long i = 0; i < n; ++i) {
-    sluice::buffer b = Acquire ? pool.acquire(1024) : pool.take(1024);
+    sluice::buffer b = Acquire ? pool.acquire(size) : pool.take(size);
     if (!b) return 2;  // take missed: the measurement would be wrong
     b.data()[0] = std::byte(i);
     escape(b.data());
@@ -64,13 +66,14 @@ int run_gate(long n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: count pool|pool_acquire|mutex_pool|mutex_pool_acquire|pool_resource|mutex_pool_resource|malloc|gate N\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: count pool|pool_acquire|pool_runtime_size|mutex_pool|mutex_pool_acquire|pool_resource|mutex_pool_resource|malloc|gate N [SIZE]\n");
     return 1;
   }
   const char* w = argv[1];
   const long n = std::atol(argv[2]);
   if (!std::strcmp(w, "pool")) return run_pool<sluice::pool, false>(n);
+  if (!std::strcmp(w, "pool_runtime_size")) return run_pool<sluice::pool, false, 0>(n, std::strtoul(argc == 4 ? argv[3] : "1024", nullptr, 10));
   if (!std::strcmp(w, "pool_acquire")) return run_pool<sluice::pool, true>(n);
   if (!std::strcmp(w, "mutex_pool")) return run_pool<sluice::mutex_pool, false>(n);
   if (!std::strcmp(w, "mutex_pool_acquire")) return run_pool<sluice::mutex_pool, true>(n);

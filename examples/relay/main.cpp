@@ -55,6 +55,7 @@ struct options {
   fault inject = fault::none;
   std::uint64_t inject_at = 100;
   double min_hit_rate = 0;   // percent of acquires the pool must answer from retired buffers
+  int versus_mutex = -1;     // points sluice::pool's hit rate may trail mutex_pool's; -1: no second run
 };
 
 constexpr const char* usage_text =
@@ -79,6 +80,9 @@ constexpr const char* usage_text =
     "  --hostile              also connect slow, idle, early and non-reading clients, which\n"
     "                         stay on throughout; the ranks' traffic must still complete\n"
     "  --min-hit-rate=PCT     fail unless the pool answers at least PCT% of acquires\n"
+    "  --versus-mutex=POINTS  run the traffic on sluice::mutex_pool, then again on\n"
+    "                         sluice::pool, and fail unless sluice::pool's hit rate is at\n"
+    "                         most POINTS below mutex_pool's\n"
     "  --inject=flip|drop|dup[:K]  make the hub corrupt, lose or repeat its K-th forwarded\n"
     "                         frame (default 100), to see the receivers catch it\n";
 
@@ -168,6 +172,8 @@ options parse(int argc, char** argv, std::size_t ceiling) {
       o.thread_cache = value == "on";
     } else if (name == "--min-hit-rate") {
       o.min_hit_rate = static_cast<double>(parse_count(name, value, 0, 100));
+    } else if (name == "--versus-mutex") {
+      o.versus_mutex = static_cast<int>(parse_count(name, value, 0, 100));
     } else if (name == "--pool-bound") {
       o.pool_bound = parse_count(name, value, 0, std::uint64_t{1} << 24);
     } else if (name == "--budget") {
@@ -271,8 +277,9 @@ std::string pool_name(const options& o) {
 
 // ---- one run, written once for both pool types ----
 
+// Runs the traffic on a Pool; answers the exit status, and the pool's hit rate in *hit_rate_out.
 template <class Pool>
-int run(const options& o, const sluice::pool_options& pool_options) {
+int run(const options& o, const sluice::pool_options& pool_options, double* hit_rate_out = nullptr) {
   const watchdog dog(o.timeout);
   const bool selftest = o.selftest_bad_input;
   const std::vector<bad_client> guests =
@@ -487,6 +494,7 @@ int run(const options& o, const sluice::pool_options& pool_options) {
   const std::uint64_t takes = ps.hits + ps.misses;
   const double hit_rate =
       takes == 0 ? 0.0 : 100.0 * static_cast<double>(ps.hits) / static_cast<double>(takes);
+  if (hit_rate_out != nullptr) *hit_rate_out = hit_rate;
   std::printf("relay: %llu frames, %.1f MiB in %.2f s: %.0f frames/s, %.1f MiB/s\n",
               static_cast<unsigned long long>(frames), mib(static_cast<double>(bytes)), seconds,
               static_cast<double>(frames) / seconds, mib(static_cast<double>(bytes)) / seconds);
@@ -579,6 +587,18 @@ int main(int argc, char** argv) {
   po.thread_cache = o.thread_cache;
   po.bound = o.pool_bound;
   try {
+    if (o.versus_mutex >= 0) {
+      double mutex_rate = 0, pool_rate = 0;
+      options twin = o, lockfree = o;
+      twin.pool = pool_kind::mutex;
+      lockfree.pool = pool_kind::lockfree;
+      if (const int status = run<sluice::mutex_pool>(twin, po, &mutex_rate); status != 0) return status;
+      if (const int status = run<sluice::pool>(lockfree, po, &pool_rate); status != 0) return status;
+      const bool close = pool_rate >= mutex_rate - o.versus_mutex;
+      std::printf("relay: sluice::pool's hit rate %.2f%%, mutex_pool's %.2f%%: %s\n", pool_rate, mutex_rate,
+                  close ? "within --versus-mutex" : "FAIL: below --versus-mutex");
+      return close ? 0 : 1;
+    }
     return o.pool == pool_kind::mutex ? run<sluice::mutex_pool>(o, po) : run<sluice::pool>(o, po);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "relay: %s\n", e.what());

@@ -14,11 +14,13 @@
 //   acquire(n)  take(n), or else fresh memory of n bytes whose capacity fills n's class (exactly
 //               n above the ceiling). Throws std::bad_alloc when the memory cannot be had.
 //   retire(b)   keeps b when enabled, b.capacity() <= ceiling and fewer than bound are retained;
-//               frees it otherwise. An empty buffer is ignored. Never throws: if the pool cannot
-//               record the buffer (no memory for its bookkeeping) it frees it and counts it
-//               dropped. A buffer once kept is never freed for want of memory.
-//   trim()      frees what the shared stacks and the off-class shelves hold, and what the calling
-//               thread caches (other threads' caches: THREAD CACHES below).
+//               frees it otherwise. An empty buffer is not kept, nor counted, but it is a call
+//               all the same (THREAD CACHES: it brings the thread's cache up to date). Never
+//               throws: if the pool cannot record the buffer (no memory for its bookkeeping) it
+//               frees it and counts it dropped. A buffer once kept is never freed for want of
+//               memory.
+//   trim()      frees what the shared stacks, the off-class shelves and the CPU caches hold, and
+//               what the calling thread caches (other threads' caches: THREAD CACHES below).
 //   set_enabled(false)  take answers nothing, retire frees, and trim() runs.
 //
 // Buffers made elsewhere whose capacity is not a class size (buffer(1000), say) are kept too and
@@ -26,7 +28,7 @@
 // list beside the lock-free stacks, so the common path (buffers the pool allocated) never locks.
 //
 // BOUND. retained() never exceeds bound at any instant: a retire first reserves a place in one
-// shared counter and is dropped when none is left. Buffers in thread caches count.
+// shared counter and is dropped when none is left. Buffers in caches count.
 //
 // LINEARIZABILITY. mutex_pool is linearizable to the sequential pool these rules describe.
 // sluice::pool relaxes it in two ways, even with its caches off (test/lincheck checks both):
@@ -45,29 +47,42 @@
 // overlaps set_enabled(false) leaves nothing retained once both have returned (with the caches
 // on, its buffer may wait in its thread's cache until that thread's next call, as below).
 //
-// THREAD CACHES (pool_options::thread_cache, on by default). Each thread that uses a pool keeps
-// buffers per class in front of the shared stacks and moves them in batches (the magazine and
-// depot design of Bonwick and Adams, USENIX 2001), so a take or retire that hits the cache costs
-// no atomic read-modify-write at all, and runs inline in the caller (FAST PATH below). A cache
-// holds at most L = clamp(bound / 16, 1, 64) buffers over all its classes (in fact at most 2 * P,
-// below, which is L or less); what it relaxes, exactly:
-//   - take on one thread may miss buffers that another live thread caches: at most L per thread.
-//     A batch crosses between threads when a magazine or the cache is full (retire) or empty
-//     (take), so frames that one thread takes and another retires do recycle.
-//   - a caching thread takes places of the bound P = clamp(L / 2, 1, 16) at a time and keeps at
-//     most 2 * P of them unused, so a retire on another thread can be dropped while retained()
-//     is up to 2 * P per live thread below bound (retained() counts only buffers held).
-//   - trim() and set_enabled(false) free what another live thread caches at that thread's next
-//     call to the pool (any call), or at its exit. "Next" means a call that the trim() or
-//     set_enabled() happens-before, in the C++ memory model's sense: the thread learned of it
-//     through a join, a lock, or an atomic release and acquire. A call that is merely later in
-//     time on another core sees it at some later call (on real hardware, as soon as the store
-//     reaches that core). A thread that exits gives its cache back to the shared stacks (or
-//     frees it, if the pool is gone or disabled, or no memory can be had to move it); nothing
-//     is stranded.
-// With thread_cache off, or a bound below 64 (where L would be 3 or less), every call goes to the shared
-// stacks and none of this applies. A thread may use any number of pools: it keeps a cache for
-// each, and only its first call to each pool makes one.
+// THREAD CACHES (pool_options::thread_cache, on by default). In front of the shared stacks, caches
+// keep buffers per class and move them in batches (the magazine and depot design of Bonwick and
+// Adams, USENIX 2001), so that most calls touch nothing shared. A cache holds at most
+// C = 2 * P places of the bound, each a buffer or spare (kept for the next retire), and takes
+// them P at a time: P = clamp(L / 2, 1, 16) with L = clamp(bound / 16, 1, 64) (C is 32 from
+// bound 512 on). A pool has two kinds, each a quarter of the bound's worth of C, however many
+// threads use it:
+//   - thread caches: up to bound / (4 * C) threads at once hold a seat (8 at bound 1024, 32 at
+//     4096) and cache for themselves; a call that hits runs inline in the caller, with no atomic
+//     read-modify-write at all (FAST PATH below). A thread takes a seat at its first call to the
+//     pool while one is free, or at a later call once another thread's exit has freed one.
+//   - CPU caches: the other threads share min(CPUs, bound / (4 * C)) caches, one per CPU; a call
+//     holds the one of the CPU it runs on for its length (one atomic exchange), and goes to the
+//     shared stacks if another call holds it.
+// What they relax, exactly, at every instant and for any number of threads:
+//   - take on one thread may miss buffers that other live threads' caches hold: at most
+//     bound / 4 of them in all. A take that finds nothing looks into the CPU caches before it
+//     misses, so what they hold escapes it only while another call holds them. A batch crosses
+//     between threads when a magazine or the cache is full (retire) or empty (take), so frames
+//     that one thread takes and another retires do recycle.
+//   - a retire may be dropped while retained() is below the bound by the places that caches hold
+//     spare (retained() counts only buffers held): at most bound / 4 in other threads' caches,
+//     and what CPU caches held by other calls hold. A retire at the bound takes the spare places
+//     of its own thread's cache and of the CPU caches no call holds.
+//   - trim() and set_enabled(false) free what CPU caches hold before they return, and what
+//     another live thread's cache holds at that thread's next call to the pool (any call), or at
+//     its exit. "Next" means a call that the trim() or set_enabled() happens-before, in the C++
+//     memory model's sense: the thread learned of it through a join, a lock, or an atomic
+//     release and acquire. A call that is merely later in time on another core sees it at some
+//     later call (on real hardware, as soon as the store reaches that core). A thread that exits
+//     gives its cache back to the shared stacks (or frees it, if the pool is gone or disabled,
+//     or no memory can be had to move it), and its seat with it; nothing is stranded.
+// With thread_cache off, or a bound below 64 (where L would be 3 or less), every call goes to the
+// shared stacks and none of this applies. A thread may use any number of pools: it keeps a cache
+// for each (and a seat in each that has one free), and only its first call to each pool makes
+// one. docs/many_threads.md tells why caches are bounded so, and what it costs.
 //
 // FAST PATH. take, acquire and retire are inline: a call that its thread's cache can answer (a
 // take whose class holds a buffer there, a retire of a buffer of a class's own size with a
@@ -97,14 +112,17 @@
 //
 // PROGRESS. take and retire of the pool's own classes are lock-free: a thread stopped anywhere
 // inside one cannot keep another's from completing (test/deterministic stops it at every switch
-// point). The memory they may need, a chunk of bookkeeping slots or a cache's magazine, comes
-// from operator new, whose own locks are the allocator's. With the caches on, a hit touches only
-// the calling thread's cache and performs no atomic read-modify-write. Blocking, on a mutex: a
-// thread's first call to a pool, its exit, buffers whose capacity is not a class size, stats(),
-// retained(), trim() (which also waits for the calls it finds moving a batch between a cache
-// and the shared stacks as it starts, a few instructions each, never for later ones),
-// set_enabled(false), ~pool, and the calls of a thread that has no cache (it is past its
-// thread_local destructors, or no memory was left for one).
+// point, holding a mutex or a CPU cache included): a call never waits for a lock that a take or
+// retire holds, and finds a CPU cache in use as it finds it busy, going to the shared stacks
+// instead. The memory they may need, a chunk of bookkeeping slots, a cache's magazine or its
+// view, comes from operator new, whose own locks are the allocator's. With the caches on, a hit
+// on a thread's own cache touches only that cache and performs no atomic read-modify-write.
+// Blocking, on a mutex: a thread's first call to a pool, its exit, buffers whose capacity is not
+// a class size, stats(), retained(), trim() (which also waits for the calls it finds holding a
+// CPU cache or moving a batch between a cache and the shared stacks as it starts, a few
+// instructions each, never for later ones), set_enabled(false), ~pool, and the calls of a
+// thread that has no cache (it is past its thread_local destructors, or no memory was left for
+// one) and finds its CPU cache in use.
 // The stacks' heads carry a 32-bit tag against ABA; like every tagged Treiber stack, they rely
 // on no thread being stopped between reading a head and its CAS for an exact multiple of 2^32
 // changes of that head.

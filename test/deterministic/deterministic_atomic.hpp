@@ -1,7 +1,8 @@
 // sluice::detail::atomic and sluice::detail::mutex for the deterministic tests: std::atomic's and
 // std::mutex's interfaces, with a switch point of the deterministic scheduler before every
-// operation. A scheduled thread that finds the mutex held yields until it is free, so a holder
-// that the policy does not run keeps it waiting, exactly as a preempted holder would.
+// operation, and one inside a mutex just taken. A scheduled thread that finds the mutex held
+// yields until it is free, so a holder that the policy does not run keeps it waiting, exactly as
+// a preempted holder would.
 #pragma once
 
 #include <atomic>
@@ -84,16 +85,22 @@ class mutex {
   mutex(const mutex&) = delete;
   mutex& operator=(const mutex&) = delete;
 
+  // A switch point before each attempt, and one just after the mutex is taken, so that a policy
+  // can stop its holder inside the critical section (a section with no atomic in it has no
+  // other switch point) and see whether anyone else needs it.
   void lock() noexcept {
     for (;;) {
       sluice_test::det::scheduler::yield(op::lock);
-      if (!held_.exchange(true, std::memory_order_acquire)) return;
+      if (!held_.exchange(true, std::memory_order_acquire)) break;
       std::this_thread::yield();  // for threads the scheduler does not run
     }
+    sluice_test::det::scheduler::yield(op::lock);
   }
   bool try_lock() noexcept {
     sluice_test::det::scheduler::yield(op::lock);
-    return !held_.exchange(true, std::memory_order_acquire);
+    if (held_.exchange(true, std::memory_order_acquire)) return false;
+    sluice_test::det::scheduler::yield(op::lock);
+    return true;
   }
   // The switch point comes after the release: a holder may be preempted right after it lets go,
   // before whatever it does next (as ~pool and a thread's exit race right there).

@@ -1,0 +1,244 @@
+// The four ways many threads use a pool, written once over any source of byte blocks, so that the
+// tests (many_threads_test.cpp) and the benchmarks (bench/pool_workloads.hpp) run the same code:
+//
+//   handoff  threads in pairs: one takes a block, writes it and hands it through a ring to its
+//            partner, which reads it and gives it back (the shape of mimalloc-bench's
+//            xmalloc-test, and of a server whose frames are read on one thread and written on
+//            another). One thread alone hands blocks to itself through its ring.
+//   own      each thread takes four blocks, writes them, and gives them back, over and over.
+//   churn    short-lived threads: four batches of `threads` threads, one batch after another,
+//            each thread taking and giving back one block at a time.
+//   idle     threads - 2 threads take and give back four blocks each and then sleep, alive, while
+//            one pair hands blocks over as in handoff; only the pair's part is measured.
+//
+// A source is a class with
+//   using item = ...;                            what get answers (a buffer, or a pointer)
+//   item get(std::size_t n);                     at least n writable bytes, or throws
+//   void put(item&& it, std::size_t n) noexcept; gives back what get(n) answered
+//   static std::byte* bytes(item& it);
+// A probe's begin() and end() run on the driving thread just before and just after the measured
+// part, when no other thread is inside the source (a pool's statistics are then exact).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sluice_patterns {
+
+enum class pattern { handoff, own, churn, idle };
+inline constexpr pattern all_patterns[] = {pattern::handoff, pattern::own, pattern::churn, pattern::idle};
+
+inline const char* name(pattern p) {
+  switch (p) {
+    case pattern::handoff: return "handoff";
+    case pattern::own: return "own";
+    case pattern::churn: return "churn";
+    case pattern::idle: return "idle";
+  }
+  return "?";
+}
+
+// A ring of blocks from one thread to another. A full or empty ring waits on the index the other
+// side moves (std::atomic::wait: a short spin, then the kernel), so that hundreds of pairs on a
+// few cores leave the cores to the threads that can run.
+template <class T>
+class ring {
+ public:
+  static constexpr std::size_t capacity = 8;
+
+  void push(T&& v) {
+    const std::size_t t = tail_.load(std::memory_order_relaxed);
+    for (std::size_t h = head_.load(std::memory_order_acquire); t - h == capacity; h = head_.load(std::memory_order_acquire)) {
+      head_.wait(h, std::memory_order_acquire);
+    }
+    items_[t % capacity] = std::move(v);
+    tail_.store(t + 1, std::memory_order_release);  // the item, for pop's acquire
+    tail_.notify_one();
+  }
+  T pop() {
+    const std::size_t h = head_.load(std::memory_order_relaxed);
+    for (std::size_t t = tail_.load(std::memory_order_acquire); t == h; t = tail_.load(std::memory_order_acquire)) {
+      tail_.wait(t, std::memory_order_acquire);
+    }
+    T v = std::move(items_[h % capacity]);
+    head_.store(h + 1, std::memory_order_release);  // the slot is free, for push's acquire
+    head_.notify_one();
+    return v;
+  }
+  // For a thread that is both ends of its ring.
+  bool full() const { return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_relaxed) == capacity; }
+  bool empty() const { return tail_.load(std::memory_order_relaxed) == head_.load(std::memory_order_relaxed); }
+
+ private:
+  T items_[capacity]{};
+  alignas(64) std::atomic<std::size_t> head_{0};
+  alignas(64) std::atomic<std::size_t> tail_{0};
+};
+
+// One block: taken, its first and last byte written (as a frame read into it would), read back
+// and given back.
+template <class Src>
+typename Src::item take_block(Src& src, std::size_t size) {
+  auto it = src.get(size);
+  std::byte* b = Src::bytes(it);
+  b[0] = std::byte{1};
+  b[size - 1] = std::byte{2};
+  return it;
+}
+template <class Src>
+void give_block(Src& src, typename Src::item&& it, std::size_t size) {
+  if (Src::bytes(it)[size - 1] != std::byte{2}) std::terminate();  // a block handed to two holders
+  src.put(std::move(it), size);
+}
+
+// A latch for many waiters: wait() until open().
+class gate_latch {
+ public:
+  void open() {
+    open_.store(true, std::memory_order_release);
+    open_.notify_all();
+  }
+  void wait() {
+    while (!open_.load(std::memory_order_acquire)) open_.wait(false, std::memory_order_acquire);
+  }
+
+ private:
+  std::atomic<bool> open_{false};
+};
+
+// Runs n threads of body(i) and joins them.
+template <class Body>
+void run_threads(int n, Body body) {
+  std::vector<std::thread> ts;
+  ts.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) ts.emplace_back([&body, i] { body(i); });
+  for (auto& t : ts) t.join();
+}
+
+// Pairs (threads / 2 of them, or one thread alone) hand `buffers` blocks over in all.
+template <class Src>
+void hand_over(Src& src, int threads, std::uint64_t buffers, std::size_t size) {
+  using item = typename Src::item;
+  if (threads == 1) {  // a delay line: the oldest block goes back once the ring is full
+    ring<item> line;
+    for (std::uint64_t n = 0; n < buffers; ++n) {
+      if (line.full()) give_block(src, line.pop(), size);
+      line.push(take_block(src, size));
+    }
+    while (!line.empty()) give_block(src, line.pop(), size);
+    return;
+  }
+  const int pairs = threads / 2;
+  const std::uint64_t per_pair = buffers / static_cast<std::uint64_t>(pairs);
+  auto rings = std::make_unique<ring<item>[]>(static_cast<std::size_t>(pairs));
+  run_threads(2 * pairs, [&](int i) {
+    ring<item>& r = rings[static_cast<std::size_t>(i / 2)];
+    for (std::uint64_t n = 0; n < per_pair; ++n) {
+      if (i % 2 == 0) {
+        r.push(take_block(src, size));
+      } else {
+        give_block(src, r.pop(), size);
+      }
+    }
+  });
+}
+
+// What one run measured: the seconds of its measured part, and the blocks taken in it.
+struct outcome {
+  double seconds = 0;
+  std::uint64_t buffers = 0;
+};
+
+// Runs pattern p with `threads` threads (handoff and idle pair them up: an odd count loses one)
+// taking about `buffers` blocks of `size` bytes in all.
+template <class Src, class Probe>
+outcome run(pattern p, Src& src, int threads, std::uint64_t buffers, std::size_t size, Probe& probe) {
+  using clock = std::chrono::steady_clock;
+  if (threads < 1 || size < 1) throw std::invalid_argument("sluice_patterns::run: threads and size must be positive");
+  outcome out;
+  clock::time_point start;
+  const auto begin = [&] {
+    probe.begin();
+    start = clock::now();
+  };
+  const auto end = [&] {
+    out.seconds = std::chrono::duration<double>(clock::now() - start).count();
+    probe.end();
+  };
+  const auto per_thread = [&](std::uint64_t share) { return buffers / static_cast<std::uint64_t>(threads) / share; };
+  switch (p) {
+    case pattern::handoff: {
+      const int used = threads == 1 ? 1 : threads / 2 * 2;
+      out.buffers = used == 1 ? buffers : buffers / static_cast<std::uint64_t>(used / 2) * static_cast<std::uint64_t>(used / 2);
+      begin();
+      hand_over(src, used, out.buffers, size);
+      end();
+      break;
+    }
+    case pattern::own: {
+      const std::uint64_t rounds = per_thread(4);
+      out.buffers = rounds * 4 * static_cast<std::uint64_t>(threads);
+      begin();
+      run_threads(threads, [&](int) {
+        typename Src::item held[4]{};
+        for (std::uint64_t r = 0; r < rounds; ++r) {
+          for (auto& b : held) b = take_block(src, size);
+          for (auto& b : held) give_block(src, std::move(b), size);
+        }
+      });
+      end();
+      break;
+    }
+    case pattern::churn: {
+      constexpr int batches = 4;
+      const std::uint64_t each = per_thread(batches);
+      out.buffers = each * batches * static_cast<std::uint64_t>(threads);
+      begin();
+      for (int b = 0; b < batches; ++b) {
+        run_threads(threads, [&](int) {
+          for (std::uint64_t n = 0; n < each; ++n) give_block(src, take_block(src, size), size);
+        });
+      }
+      end();
+      break;
+    }
+    case pattern::idle: {
+      const int sleepers = threads > 2 ? threads - 2 : 0;
+      const int workers = threads - sleepers;
+      std::atomic<int> asleep{0};
+      gate_latch wake;
+      std::vector<std::thread> ts;
+      ts.reserve(static_cast<std::size_t>(sleepers));
+      for (int i = 0; i < sleepers; ++i) {
+        ts.emplace_back([&] {
+          typename Src::item held[4]{};
+          for (auto& b : held) b = take_block(src, size);
+          for (auto& b : held) give_block(src, std::move(b), size);
+          asleep.fetch_add(1, std::memory_order_release);
+          asleep.notify_one();
+          wake.wait();
+        });
+      }
+      for (int seen = asleep.load(std::memory_order_acquire); seen < sleepers; seen = asleep.load(std::memory_order_acquire)) {
+        asleep.wait(seen, std::memory_order_acquire);
+      }
+      out.buffers = buffers;
+      begin();
+      hand_over(src, workers, out.buffers, size);
+      end();
+      wake.open();
+      for (auto& t : ts) t.join();
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace sluice_patterns
