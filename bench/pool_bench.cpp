@@ -5,7 +5,8 @@
 // because linking mimalloc or jemalloc replaces malloc for the whole process.)
 //
 // Families (see pool_workloads.hpp): pool.pair.1KiB, pool.pair.64KiB, pool.pair.1MiB,
-// pool.mixed.frames, pool.flow.16KiB. Variants:
+// pool.mixed.frames, pool.flow.16KiB, and the many-thread patterns pool.handoff, pool.own,
+// pool.churn and pool.idle (pool, mutex_pool and malloc). Variants:
 //   pool            sluice::pool, default options (thread caches on)
 //   pool_uncached   sluice::pool with thread_cache = false (the lock-free shared stacks alone)
 //   mutex_pool      sluice::mutex_pool, the baseline
@@ -126,6 +127,10 @@ void register_all() {
   add("pool.flow.16KiB", "pool_uncached", flow<uncached_pool>, flow_counts);
   add("pool.flow.16KiB", "mutex_pool", flow<mutex_pool>, flow_counts);
   add("pool.flow.16KiB", "malloc", flow<raw_source<glibc_malloc>>, flow_counts);
+
+  sluice_bench::add_patterns<cached_pool>("pool");
+  sluice_bench::add_patterns<mutex_pool>("mutex_pool");
+  sluice_bench::add_patterns<raw_source<glibc_malloc>>("malloc");
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 //                    the pair's ring (boost::lockfree::spsc_queue), and the consumer pops one,
 //                    reads its last byte and gives it back. Memory crosses threads, as frames do
 //                    in a server.
+// pool.handoff, pool.own, pool.churn, pool.idle
+//                    the many-thread patterns (below, and test/patterns.hpp), up to 512 threads.
 //
 // A source is a default-constructible class with
 //   using item = ...;                            what get answers (a buffer, or a pointer)
@@ -25,13 +27,16 @@
 #include <cstddef>
 #include <cstring>
 #include <dlfcn.h>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <new>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include "bench_main.hpp"
+#include "patterns.hpp"  // test/patterns.hpp: the many-thread patterns, shared with the tests
 
 namespace sluice_bench {
 
@@ -140,8 +145,103 @@ void flow(benchmark::State& state) {
 
 inline constexpr which_counts flow_counts{.min_threads = 2, .even_only = true};
 
-// Registers the pair families at 1 KiB, 64 KiB and 1 MiB, the mixed frames and the flow family for
-// one source.
+// ---- many threads: the four patterns of test/patterns.hpp --------------------------------------
+//
+// pool.handoff, pool.own, pool.churn, pool.idle: 1 KiB blocks, each cell one run of the pattern
+// with its own threads (SLUICE_BENCH_PATTERN_THREADS, "1,2,8,64,512" unless set) taking
+// SLUICE_BENCH_PATTERN_BUFFERS blocks in all (200000 unless set), on a source made for that cell
+// alone. The cell's time is wall-clock ns per block taken (in idle, the working pair's), and its
+// counters: peak_rss_mib, the peak resident memory above what the process held at the cell's
+// start (VmHWM, reset through /proc/self/clear_refs), and for a pool hit_rate (percent of takes
+// answered from retained blocks) and fresh_per_buffer (takes that allocated, per block).
+
+inline std::vector<int> pattern_thread_counts() {
+  const char* env = std::getenv("SLUICE_BENCH_PATTERN_THREADS");
+  std::stringstream in(env != nullptr && *env != '\0' ? env : "1,2,8,64,512");
+  std::vector<int> counts;
+  for (std::string item; std::getline(in, item, ',');) {
+    if (const int n = std::atoi(item.c_str()); n > 0) counts.push_back(n);
+  }
+  return counts;
+}
+
+inline std::uint64_t pattern_buffers() {
+  const char* env = std::getenv("SLUICE_BENCH_PATTERN_BUFFERS");
+  const long long n = env != nullptr ? std::atoll(env) : 0;
+  return n > 0 ? static_cast<std::uint64_t>(n) : 200'000;
+}
+
+// A field of /proc/self/status, in KiB (VmRSS: resident now; VmHWM: the peak since the last
+// reset); -1 where there is none.
+inline long status_kib(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
+  }
+  return -1;
+}
+
+// Makes VmHWM start again from the resident memory now (Linux 4.0 and later).
+inline void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// A pool's statistics around a pattern's measured part; nothing for an allocator.
+template <class Src>
+struct pattern_probe {
+  static constexpr bool pool = requires(Src& s) { s.pool.stats(); };
+  Src& src;
+  std::uint64_t hits = 0, misses = 0;
+  void begin() {
+    if constexpr (pool) {
+      const auto s = src.pool.stats();
+      hits = s.hits;
+      misses = s.misses;
+    }
+  }
+  void end() {
+    if constexpr (pool) {
+      const auto s = src.pool.stats();
+      hits = s.hits - hits;
+      misses = s.misses - misses;
+    }
+  }
+};
+
+template <class Src>
+void pattern_cell(benchmark::State& state, sluice_patterns::pattern p, int threads) {
+  for (auto _ : state) {
+    auto src = std::make_unique<Src>();
+    pattern_probe<Src> probe{*src};
+    reset_peak_rss();
+    const long start_kib = status_kib("VmRSS");
+    const auto out = sluice_patterns::run(p, *src, threads, pattern_buffers(), KiB, probe);
+    const long peak_kib = status_kib("VmHWM");
+    state.SetIterationTime(out.seconds / static_cast<double>(out.buffers));  // real_time: per block
+    state.counters["peak_rss_mib"] = static_cast<double>(peak_kib - start_kib) / 1024.0;
+    if constexpr (pattern_probe<Src>::pool) {
+      const double takes = static_cast<double>(probe.hits + probe.misses);
+      state.counters["hit_rate"] = 100.0 * static_cast<double>(probe.hits) / takes;
+      state.counters["fresh_per_buffer"] = static_cast<double>(probe.misses) / static_cast<double>(out.buffers);
+    }
+  }
+}
+
+// Registers the four patterns at each thread count for one source: pool.<pattern>/<variant>/
+// threads:<n>, where n is the pattern's own threads (the benchmark runs on one).
+template <class Src>
+void add_patterns(const std::string& variant) {
+  for (const auto p : sluice_patterns::all_patterns) {
+    for (const int n : pattern_thread_counts()) {
+      const std::string name = std::string("pool.") + sluice_patterns::name(p) + "/" + variant + "/threads:" + std::to_string(n);
+      benchmark::RegisterBenchmark(name.c_str(), [p, n](benchmark::State& state) { pattern_cell<Src>(state, p, n); })
+          ->UseManualTime()
+          ->Iterations(1)
+          ->Unit(benchmark::kNanosecond);
+    }
+  }
+}
+
+// Registers the pair families at 1 KiB, 64 KiB and 1 MiB, the mixed frames, the flow family and
+// the many-thread patterns for one source.
 template <class Src>
 void add_all(const std::string& variant) {
   add("pool.pair.1KiB", variant, pair<Src, 1 * KiB>);
@@ -149,6 +249,7 @@ void add_all(const std::string& variant) {
   add("pool.pair.1MiB", variant, pair<Src, 1024 * KiB>);
   add("pool.mixed.frames", variant, mixed<Src>);
   add("pool.flow.16KiB", variant, flow<Src>, flow_counts);
+  add_patterns<Src>(variant);
 }
 
 // A source over a plain allocation API: Api::allocate(n) and Api::release(p, n).

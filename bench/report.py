@@ -4,7 +4,10 @@ Benchmark names are FAMILY/VARIANT/real_time/threads:N; the JSON of several exec
 (pool_bench, the alloc_bench_* allocators, gate_bench) merges into one table per family.
 
 A cell is wall-clock nanoseconds per operation pair: the run's wall-clock time divided by the
-pairs that all its threads completed together, i.e. the reciprocal of the throughput. (Google
+pairs that all its threads completed together, i.e. the reciprocal of the throughput. The
+many-thread patterns (pool.handoff, pool.own, pool.churn, pool.idle) give ns per block taken, and
+three more tables each from their counters: a pool's hit rate and fresh allocations per block,
+and every source's peak resident memory above the cell's start. (Google
 Benchmark runs the same number of iterations on each thread and divides by their sum.) A pool
 pair is one acquire and one retire (or malloc and free); in pool.flow the two halves of a pair
 run on two threads, producer and consumer, each counting an iteration, so its times are doubled
@@ -18,7 +21,7 @@ and against the family's anchor (ANCHORS: what one would use without sluice). Ev
 names every cell where sluice's own variant (the family's first word: 'pool', 'gate') is slower
 than some other variant.
 
-Usage: python3 bench/report.py [--markdown PATH] [--svg PATH] RESULT.json [...]
+Usage: python3 bench/report.py [--markdown PATH] [--svg PATH] [--threads-svg PATH] RESULT.json [...]
 """
 import argparse
 import json
@@ -30,6 +33,10 @@ ANCHOR_BY_PREFIX = {"pool.": "malloc", "pool_resource.": "pmr_sync"}
 ITERATIONS_PER_PAIR = {"pool.flow.": 2}  # producer and consumer each count one iteration
 NAME = re.compile(r"^(?P<family>[^/]+)/(?P<variant>[^/]+)/.*threads:(?P<threads>\d+)")
 SCALE = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+PATTERNS = ("pool.handoff", "pool.own", "pool.churn", "pool.idle")
+# The patterns' counters: (key in the JSON, table title, format).
+COUNTERS = (("hit_rate", "hit rate, %", "{:.2f}"), ("fresh_per_buffer", "fresh allocations per block", "{:.4f}"),
+            ("peak_rss_mib", "peak resident MiB above the start", "{:.1f}"))
 
 
 def by_prefix(table, family, default=None):
@@ -41,8 +48,10 @@ def anchor_of(family):
 
 
 def load(paths):
-    """family -> {(variant, threads): ns per pair}, and each file's context."""
+    """family -> {(variant, threads): ns per pair}, counter -> family -> {(variant, threads):
+    value} (the patterns' counters), and each file's context."""
     runs = defaultdict(dict)
+    counters = defaultdict(lambda: defaultdict(dict))
     contexts = []
     for path in paths:
         with open(path) as f:
@@ -54,8 +63,12 @@ def load(paths):
                 continue
             family = m["family"]
             ns = b["real_time"] * SCALE[b.get("time_unit", "ns")]
-            runs[family][(m["variant"], int(m["threads"]))] = ns * by_prefix(ITERATIONS_PER_PAIR, family, 1)
-    return runs, contexts
+            key = (m["variant"], int(m["threads"]))
+            runs[family][key] = ns * by_prefix(ITERATIONS_PER_PAIR, family, 1)
+            for counter, _, _ in COUNTERS:
+                if counter in b:
+                    counters[counter][family][key] = b[counter]
+    return runs, counters, contexts
 
 
 def speedup(cells, a, b, t):
@@ -79,7 +92,7 @@ def variants_of(family, cells):
     return sorted(variants, key=lambda v: v != subject)
 
 
-def family_report(family, cells):
+def family_report(family, cells, counters):
     variants = variants_of(family, cells)
     threads = sorted({t for _, t in cells})
     base = next((v for v in variants if v.startswith("mutex_")), None)
@@ -89,7 +102,13 @@ def family_report(family, cells):
     def ns(v, t):
         return f"{cells[(v, t)]:.1f}" if (v, t) in cells else "–"
 
-    lines = grid("ns per pair", variants, threads, ns)
+    lines = grid("ns per block" if family in PATTERNS else "ns per pair", variants, threads, ns)
+    for counter, title, fmt in COUNTERS:
+        values = counters[counter].get(family, {})
+        if values:
+            rows = [v for v in variants if any((v, t) in values for t in threads)]
+            lines += [""] + grid(title, rows, threads,
+                                 lambda v, t, vs=values, f=fmt: f.format(vs[(v, t)]) if (v, t) in vs else "–")
     for ref in (base, anchor):
         if ref:
             others = [v for v in variants if v != ref]
@@ -112,7 +131,7 @@ def family_report(family, cells):
     return lines
 
 
-def report(runs, contexts):
+def report(runs, counters, contexts):
     c = contexts[0] if contexts else {}
     lines = [f"Machine: {c.get('host_name', '?')}, {c.get('num_cpus', '?')} CPUs at "
              f"{c.get('mhz_per_cpu', '?')} MHz; run {c.get('date', '?')}.",
@@ -132,11 +151,11 @@ def report(runs, contexts):
     if runs_of:
         lines += ["", "Executables: " + "; ".join(runs_of) + "."]
     for family, cells in runs.items():
-        lines += ["", f"### {family}", ""] + family_report(family, cells)
+        lines += ["", f"### {family}", ""] + family_report(family, cells, counters)
     return lines
 
 
-def plot(runs, path):
+def plot(runs, path, counters=None):
     try:
         import matplotlib
     except ImportError:
@@ -145,8 +164,16 @@ def plot(runs, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    families = list(runs)
+    # Panels: each family's times; with counters (the patterns), each family's hit rate too.
+    panels = [(family, runs[family], "ns per pair (log)" if family not in PATTERNS else "ns per block (log)", True)
+              for family in runs]
+    if counters is not None:
+        panels += [(family, counters["hit_rate"][family], "pool hit rate, %", False)
+                   for family in runs if counters["hit_rate"].get(family)]
+    families = [f for f, _, _, _ in panels]
     cols = 2 if len(families) > 1 else 1
+    if counters is not None:
+        cols = max(1, len(runs))
     rows = (len(families) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), squeeze=False)
     colors = {}  # one colour per variant across the panels of each kind (pool., gate.)
@@ -155,8 +182,7 @@ def plot(runs, path):
         for v in variants_of(family, cells):
             if (kind, v) not in colors:
                 colors[(kind, v)] = plt.get_cmap("tab10")(sum(k == kind for k, _ in colors) % 10)
-    for ax, family in zip(axes.flat, families):
-        cells = runs[family]
+    for ax, (family, cells, ylabel, log) in zip(axes.flat, panels):
         threads = sorted({t for _, t in cells})
         for v in variants_of(family, cells):
             ts = [t for t in threads if (v, t) in cells]
@@ -167,9 +193,10 @@ def plot(runs, path):
         ax.set_xscale("log", base=2)
         ax.set_xticks(threads, [str(t) for t in threads])
         ax.minorticks_off()
-        ax.set_yscale("log")
+        if log:
+            ax.set_yscale("log")
         ax.set_xlabel("threads")
-        ax.set_ylabel("ns per pair (log)")
+        ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(families):]:
@@ -184,16 +211,20 @@ def main():
     parser.add_argument("results", nargs="+", help="Google Benchmark JSON files")
     parser.add_argument("--markdown", metavar="PATH", help="also write the tables to PATH")
     parser.add_argument("--svg", metavar="PATH", help="plot ns per pair against threads to PATH")
+    parser.add_argument("--threads-svg", metavar="PATH",
+                        help="plot the many-thread patterns (ns per block, hit rate) to PATH")
     args = parser.parse_args()
 
-    runs, contexts = load(args.results)
-    text = "\n".join(report(runs, contexts)) + "\n"
+    runs, counters, contexts = load(args.results)
+    text = "\n".join(report(runs, counters, contexts)) + "\n"
     print(text, end="")
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(text)
     if args.svg:
-        plot(runs, args.svg)
+        plot({f: c for f, c in runs.items() if f not in PATTERNS}, args.svg)
+    if args.threads_svg:
+        plot({f: c for f, c in runs.items() if f in PATTERNS}, args.threads_svg, counters)
 
 
 if __name__ == "__main__":

@@ -243,3 +243,44 @@ TEST_CASE_TEMPLATE("trim and the switch reach what other threads cache at their 
   CHECK(p.stats().dropped == 1);
   other.join();
 }
+
+TEST_CASE("what other live threads' caches hide is at most a quarter of the bound, however many they are") {
+  // bound 1024: a cache holds at most C = 32 places, buffers or spare, and 1024 / (4 * 32) = 8
+  // threads hold a seat, so their caches hide at most 256 buffers and spare places together. The
+  // other threads share the CPU caches, which a take and a retire at the bound look into. Each
+  // thread retires eight buffers and takes two back (their places stay spare), then waits,
+  // alive, with its cache as it left it; the watcher (this thread) then finds every buffer and
+  // every place it can. Before seats, 64 threads hid the whole bound.
+  constexpr std::size_t bound = 1024;
+  const std::vector<int> counts = sluice_test::sanitized ? std::vector<int>{4, 16, 64} : std::vector<int>{4, 16, 64, 256};
+  for (const int threads : counts) {
+    CAPTURE(threads);
+    sluice::pool p{{.bound = bound}};
+    std::atomic<int> parked{0};
+    turns release;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&] {
+        for (int i = 0; i < 8; ++i) p.retire(buffer(1024));
+        buffer a = p.take(1024), b = p.take(1024);
+        parked.fetch_add(1);
+        parked.notify_one();
+        release.wait_for(1);
+      });
+    }
+    for (int seen = parked.load(); seen < threads; seen = parked.load()) parked.wait(seen);
+    const std::size_t retained = p.retained();
+    std::vector<buffer> found;
+    while (buffer b = p.take(1024)) found.push_back(std::move(b));
+    const std::size_t hidden_buffers = retained - found.size();
+    for (auto& b : found) p.retire(std::move(b));
+    const std::uint64_t dropped = p.stats().dropped;
+    while (p.stats().dropped == dropped) p.retire(buffer(1024));
+    const std::size_t hidden_places = bound - p.retained();
+    MESSAGE(threads << " threads: " << hidden_buffers << " buffers and " << hidden_places
+                    << " spare places hidden in their caches");
+    CHECK(hidden_buffers + hidden_places <= bound / 4);
+    release.advance_to(1);
+    for (auto& t : ts) t.join();
+  }
+}
