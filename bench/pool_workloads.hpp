@@ -149,8 +149,8 @@ inline constexpr which_counts flow_counts{.min_threads = 2, .even_only = true};
 //
 // pool.handoff, pool.own, pool.churn, pool.idle: 1 KiB blocks, each cell one run of the pattern
 // with its own threads (SLUICE_BENCH_PATTERN_THREADS, "1,2,8,64,512" unless set) taking
-// SLUICE_BENCH_PATTERN_BUFFERS blocks in all (200000 unless set), on a source made for that cell
-// alone. The cell's time is wall-clock ns per block taken (in idle, the working pair's), and its
+// SLUICE_BENCH_PATTERN_BUFFERS blocks in all (200000 unless set), handoff at most 256 in flight,
+// on a source made for that cell alone. The cell's time is wall-clock ns per block taken (in idle, the working pair's), and its
 // counters: peak_rss_mib, the peak resident memory above what the process held at the cell's
 // start (VmHWM, reset through /proc/self/clear_refs), and for a pool hit_rate (percent of takes
 // answered from retained blocks) and fresh_per_buffer (takes that allocated, per block).
@@ -164,6 +164,9 @@ inline std::vector<int> pattern_thread_counts() {
   }
   return counts;
 }
+
+// Handoff's blocks in flight over all pairs: a quarter of the pools' default bound (1024).
+inline constexpr std::ptrdiff_t pattern_in_flight = 256;
 
 inline std::uint64_t pattern_buffers() {
   const char* env = std::getenv("SLUICE_BENCH_PATTERN_BUFFERS");
@@ -213,7 +216,7 @@ void pattern_cell(benchmark::State& state, sluice_patterns::pattern p, int threa
     pattern_probe<Src> probe{*src};
     reset_peak_rss();
     const long start_kib = status_kib("VmRSS");
-    const auto out = sluice_patterns::run(p, *src, threads, pattern_buffers(), KiB, probe);
+    const auto out = sluice_patterns::run(p, *src, threads, pattern_buffers(), KiB, pattern_in_flight, probe);
     const long peak_kib = status_kib("VmHWM");
     state.SetIterationTime(out.seconds / static_cast<double>(out.buffers));  // real_time: per block
     state.counters["peak_rss_mib"] = static_cast<double>(peak_kib - start_kib) / 1024.0;

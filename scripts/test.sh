@@ -40,7 +40,7 @@ declare -A timeout_multiplier=([aarch64]=3 [riscv64]=3)
 # primitive's code paths there in about a minute under qemu; the aarch64 mode already runs the
 # whole suite under qemu (about 12 minutes), and doing so again would push the test command
 # towards an hour on a 2-core machine. Each name here is a test and its executable test/<name>_test.
-declare -A subset=([riscv64]='pool pool_cache lifecycle pool_resource gate gate_wait fork_wait memory')
+declare -A subset=([riscv64]='pool pool_cache many_threads lifecycle pool_resource gate gate_wait fork_wait memory')
 if (($# > 0)); then
   for mode in "$@"; do
     [[ -n ${compiler[$mode]:-} ]] || { echo "no mode $mode; the modes: ${modes[*]}"; exit 2; }

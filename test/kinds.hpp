@@ -38,6 +38,15 @@ inline constexpr bool thread_sanitized = true;
 #else
 inline constexpr bool thread_sanitized = false;
 #endif
+// SLUICE_TEST_EMULATED: cross-built, to run under an emulator (test/meson.build defines it), which
+// runs the suite's compute 5 to 20 times slower. Cases that scale down under a sanitizer scale
+// down there too (`reduced`).
+#ifdef SLUICE_TEST_EMULATED
+inline constexpr bool emulated = true;
+#else
+inline constexpr bool emulated = false;
+#endif
+inline constexpr bool reduced = sanitized || emulated;
 
 // sluice::pool with its thread caches off: the shared lock-free stacks alone.
 struct uncached_pool : sluice::pool {

@@ -1,10 +1,11 @@
 // sluice::pool under many threads: frames keep recycling from 2 to 1,024 threads (issue 23). Each
 // of the four patterns of patterns.hpp runs with bounds 64, 1024 and 4096 on sluice::pool and on
 // mutex_pool, and the pool must answer within one point of mutex_pool's hit rate, with fresh
-// allocations under 0.01 per buffer (where the pattern's blocks in flight fit in the bound). Before the pool's caches had seats and CPU caches, handoff
-// fell to a 0.1% hit rate at 64 threads and idle to 0.0%. Under a sanitizer the threads stop at
-// 64 and the buffers are fewer (the rates are the same; the time is not).
-#include <algorithm>
+// allocations under 0.01 per buffer. Handoff keeps a quarter of the bound in flight, however many
+// pairs there are (a server's admission control bounds its frames so): a workload that holds more
+// than its pool's bound in flight makes every pool allocate. Before the pool's caches had seats
+// and CPU caches, handoff fell to a 0.1% hit rate at 64 threads and idle to 0.0%. Under a
+// sanitizer or an emulator the threads stop at 64 (the rates are the same; the time is not).
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -46,7 +47,9 @@ rates measure(pattern p, std::size_t bound, int threads, std::uint64_t buffers) 
   P pool{pool_options{.bound = bound}};
   pool_source<P> src{pool};
   stats_probe<P> probe{pool};
-  const auto out = sluice_patterns::run(p, src, threads, buffers, 1024, probe);
+  // Handoff's blocks in flight: a quarter of the bound, so that the bound holds them beside all
+  // that caches may hide (a quarter for threads' caches, at most a quarter for CPU caches).
+  const auto out = sluice_patterns::run(p, src, threads, buffers, 1024, static_cast<std::ptrdiff_t>(bound / 4), probe);
   const double hits = static_cast<double>(probe.after.hits - probe.before.hits);
   const double misses = static_cast<double>(probe.after.misses - probe.before.misses);
   REQUIRE(hits + misses == static_cast<double>(out.buffers));
@@ -54,11 +57,13 @@ rates measure(pattern p, std::size_t bound, int threads, std::uint64_t buffers) 
 }
 
 const std::vector<int>& thread_counts() {
-  static const std::vector<int> counts = sluice_test::sanitized ? std::vector<int>{2, 8, 64}
+  static const std::vector<int> counts = sluice_test::reduced ? std::vector<int>{2, 8, 64}
                                                                 : std::vector<int>{2, 8, 64, 512, 1024};
   return counts;
 }
-constexpr std::uint64_t buffers = sluice_test::sanitized ? 50'000 : 200'000;
+// Enough that the first blocks each pattern needs (those in flight, and those caches hold) are
+// a small part of the run, as in a server that runs for hours.
+constexpr std::uint64_t buffers = sluice_test::reduced ? 200'000 : 300'000;
 
 void check_pattern(pattern p) {
   for (const std::size_t bound : {64, 1024, 4096}) {
@@ -70,10 +75,7 @@ void check_pattern(pattern p) {
                   twin.fresh_per_buffer);
       INFO(sluice_patterns::name(p) << ", bound " << bound << ", " << threads << " threads");
       CHECK(pool.hit_rate >= twin.hit_rate - 1.0);
-      // Under 0.01, unless the pattern holds more blocks than the bound in flight (handoff at
-      // bound 64 from 64 threads: each pair's ring holds up to 8), where every pool must
-      // allocate: then no more than mutex_pool.
-      CHECK(pool.fresh_per_buffer < std::max(0.01, twin.fresh_per_buffer));
+      CHECK(pool.fresh_per_buffer < 0.01);
     }
   }
 }

@@ -4,7 +4,10 @@
 //   handoff  threads in pairs: one takes a block, writes it and hands it through a ring to its
 //            partner, which reads it and gives it back (the shape of mimalloc-bench's
 //            xmalloc-test, and of a server whose frames are read on one thread and written on
-//            another). One thread alone hands blocks to itself through its ring.
+//            another). One thread alone hands blocks to itself through its ring. The blocks in
+//            flight over all pairs are at most `in_flight` (a semaphore, as a server's admission
+//            control bounds its frames in flight), so that a pool whose bound holds them can keep
+//            them all, however many pairs there are.
 //   own      each thread takes four blocks, writes them, and gives them back, over and over.
 //   churn    short-lived threads: four batches of `threads` threads, one batch after another,
 //            each thread taking and giving back one block at a time.
@@ -20,11 +23,13 @@
 // part, when no other thread is inside the source (a pool's statistics are then exact).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <semaphore>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -122,17 +127,32 @@ void run_threads(int n, Body body) {
   for (auto& t : ts) t.join();
 }
 
-// Pairs (threads / 2 of them, or one thread alone) hand `buffers` blocks over in all.
+// Pairs (threads / 2 of them, or one thread alone) hand `buffers` blocks over in all, at most
+// in_flight (>= 1) of them taken and not yet given back at once.
 template <class Src>
-void hand_over(Src& src, int threads, std::uint64_t buffers, std::size_t size) {
+void hand_over(Src& src, int threads, std::uint64_t buffers, std::size_t size, std::ptrdiff_t in_flight) {
   using item = typename Src::item;
-  if (threads == 1) {  // a delay line: the oldest block goes back once the ring is full
+  std::counting_semaphore<> admitted(in_flight);  // the pairs' blocks in flight
+  const auto take = [&] {
+    admitted.acquire();
+    return take_block(src, size);
+  };
+  const auto give = [&](item&& it) {
+    give_block(src, std::move(it), size);
+    admitted.release();
+  };
+  if (threads == 1) {  // a delay line of `depth` blocks: the oldest goes back before the next
+    const auto depth = static_cast<std::size_t>(std::min<std::ptrdiff_t>(ring<item>::capacity, in_flight));
     ring<item> line;
-    for (std::uint64_t n = 0; n < buffers; ++n) {
-      if (line.full()) give_block(src, line.pop(), size);
+    std::size_t held = 0;
+    for (std::uint64_t n = 0; n < buffers; ++n, ++held) {
+      if (held == depth) {
+        give_block(src, line.pop(), size);
+        --held;
+      }
       line.push(take_block(src, size));
     }
-    while (!line.empty()) give_block(src, line.pop(), size);
+    for (; held > 0; --held) give_block(src, line.pop(), size);
     return;
   }
   const int pairs = threads / 2;
@@ -142,9 +162,9 @@ void hand_over(Src& src, int threads, std::uint64_t buffers, std::size_t size) {
     ring<item>& r = rings[static_cast<std::size_t>(i / 2)];
     for (std::uint64_t n = 0; n < per_pair; ++n) {
       if (i % 2 == 0) {
-        r.push(take_block(src, size));
+        r.push(take());
       } else {
-        give_block(src, r.pop(), size);
+        give(r.pop());
       }
     }
   });
@@ -157,11 +177,14 @@ struct outcome {
 };
 
 // Runs pattern p with `threads` threads (handoff and idle pair them up: an odd count loses one)
-// taking about `buffers` blocks of `size` bytes in all.
+// taking about `buffers` blocks of `size` bytes in all, at most `in_flight` at once in handoff.
 template <class Src, class Probe>
-outcome run(pattern p, Src& src, int threads, std::uint64_t buffers, std::size_t size, Probe& probe) {
+outcome run(pattern p, Src& src, int threads, std::uint64_t buffers, std::size_t size, std::ptrdiff_t in_flight,
+            Probe& probe) {
   using clock = std::chrono::steady_clock;
-  if (threads < 1 || size < 1) throw std::invalid_argument("sluice_patterns::run: threads and size must be positive");
+  if (threads < 1 || size < 1 || in_flight < 1) {
+    throw std::invalid_argument("sluice_patterns::run: threads, size and in_flight must be positive");
+  }
   outcome out;
   clock::time_point start;
   const auto begin = [&] {
@@ -178,7 +201,7 @@ outcome run(pattern p, Src& src, int threads, std::uint64_t buffers, std::size_t
       const int used = threads == 1 ? 1 : threads / 2 * 2;
       out.buffers = used == 1 ? buffers : buffers / static_cast<std::uint64_t>(used / 2) * static_cast<std::uint64_t>(used / 2);
       begin();
-      hand_over(src, used, out.buffers, size);
+      hand_over(src, used, out.buffers, size, in_flight);
       end();
       break;
     }
@@ -231,7 +254,7 @@ outcome run(pattern p, Src& src, int threads, std::uint64_t buffers, std::size_t
       }
       out.buffers = buffers;
       begin();
-      hand_over(src, workers, out.buffers, size);
+      hand_over(src, workers, out.buffers, size, in_flight);
       end();
       wake.open();
       for (auto& t : ts) t.join();
