@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds sluice's benchmarks in release mode, runs every one, and prints the ratio tables.
 # Writes docs/bench/<executable>.json (Google Benchmark's own output), docs/bench/results.md
-# (the tables) and docs/bench/pool.svg (ns per pair against threads, one panel per family).
+# (the tables), docs/bench/pool.svg (ns per pair against threads, one panel per family) and
+# docs/bench/threads.svg (the many-thread patterns: ns per block and hit rate against threads).
 #
 #   SLUICE_BENCH_THREADS   thread counts, default 1,2,4,8
+#   SLUICE_BENCH_PATTERN_THREADS  the many-thread patterns' thread counts, default 1,2,8,64,512
+#   SLUICE_BENCH_PATTERN_BUFFERS  blocks each pattern's run takes, default 200000
 #   SLUICE_BENCH_MIN_TIME  seconds per benchmark and thread count, default 0.5 (about three
 #                          minutes in all on a 2-core machine)
 # An allocator whose package is missing is skipped with a line saying so; nothing else is.
@@ -62,6 +65,7 @@ for p in python3 /usr/bin/python3; do
   if command -v "$p" >/dev/null && "$p" -c 'import matplotlib' 2>/dev/null; then python=$p; break; fi
 done
 if [[ ${#results[@]} -gt 0 ]]; then
-  "$python" bench/report.py --markdown "$out/results.md" --svg "$out/pool.svg" "${results[@]}" || status=1
+  "$python" bench/report.py --markdown "$out/results.md" --svg "$out/pool.svg" --threads-svg "$out/threads.svg" \
+    "${results[@]}" || status=1
 fi
 exit $status

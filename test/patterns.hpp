@@ -52,15 +52,16 @@ inline const char* name(pattern p) {
 
 // A ring of blocks from one thread to another. A full or empty ring waits on the index the other
 // side moves (std::atomic::wait: a short spin, then the kernel), so that hundreds of pairs on a
-// few cores leave the cores to the threads that can run.
+// few cores leave the cores to the threads that can run. The indices are 32-bit, the type
+// the kernel waits on (a wider one waits through a shared proxy that every notify would bump).
 template <class T>
 class ring {
  public:
-  static constexpr std::size_t capacity = 8;
+  static constexpr std::uint32_t capacity = 8;
 
   void push(T&& v) {
-    const std::size_t t = tail_.load(std::memory_order_relaxed);
-    for (std::size_t h = head_.load(std::memory_order_acquire); t - h == capacity; h = head_.load(std::memory_order_acquire)) {
+    const std::uint32_t t = tail_.load(std::memory_order_relaxed);
+    for (std::uint32_t h = head_.load(std::memory_order_acquire); t - h == capacity; h = head_.load(std::memory_order_acquire)) {
       head_.wait(h, std::memory_order_acquire);
     }
     items_[t % capacity] = std::move(v);
@@ -68,8 +69,8 @@ class ring {
     tail_.notify_one();
   }
   T pop() {
-    const std::size_t h = head_.load(std::memory_order_relaxed);
-    for (std::size_t t = tail_.load(std::memory_order_acquire); t == h; t = tail_.load(std::memory_order_acquire)) {
+    const std::uint32_t h = head_.load(std::memory_order_relaxed);
+    for (std::uint32_t t = tail_.load(std::memory_order_acquire); t == h; t = tail_.load(std::memory_order_acquire)) {
       tail_.wait(t, std::memory_order_acquire);
     }
     T v = std::move(items_[h % capacity]);
@@ -77,14 +78,11 @@ class ring {
     head_.notify_one();
     return v;
   }
-  // For a thread that is both ends of its ring.
-  bool full() const { return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_relaxed) == capacity; }
-  bool empty() const { return tail_.load(std::memory_order_relaxed) == head_.load(std::memory_order_relaxed); }
 
  private:
   T items_[capacity]{};
-  alignas(64) std::atomic<std::size_t> head_{0};
-  alignas(64) std::atomic<std::size_t> tail_{0};
+  alignas(64) std::atomic<std::uint32_t> head_{0};
+  alignas(64) std::atomic<std::uint32_t> tail_{0};
 };
 
 // One block: taken, its first and last byte written (as a frame read into it would), read back
@@ -128,43 +126,39 @@ void run_threads(int n, Body body) {
 }
 
 // Pairs (threads / 2 of them, or one thread alone) hand `buffers` blocks over in all, at most
-// in_flight (>= 1) of them taken and not yet given back at once.
+// in_flight (>= 1) of them taken and not yet given back at once. A pair holds at most
+// capacity + 2 (its ring's, one being written, one being read): where the pairs could hold more
+// than in_flight, a semaphore admits each block before it is taken.
 template <class Src>
 void hand_over(Src& src, int threads, std::uint64_t buffers, std::size_t size, std::ptrdiff_t in_flight) {
   using item = typename Src::item;
-  std::counting_semaphore<> admitted(in_flight);  // the pairs' blocks in flight
-  const auto take = [&] {
-    admitted.acquire();
-    return take_block(src, size);
-  };
-  const auto give = [&](item&& it) {
-    give_block(src, std::move(it), size);
-    admitted.release();
-  };
   if (threads == 1) {  // a delay line of `depth` blocks: the oldest goes back before the next
-    const auto depth = static_cast<std::size_t>(std::min<std::ptrdiff_t>(ring<item>::capacity, in_flight));
-    ring<item> line;
-    std::size_t held = 0;
-    for (std::uint64_t n = 0; n < buffers; ++n, ++held) {
-      if (held == depth) {
-        give_block(src, line.pop(), size);
-        --held;
-      }
-      line.push(take_block(src, size));
+    const auto depth = static_cast<std::size_t>(std::min<std::ptrdiff_t>(8, in_flight));
+    std::vector<item> line(depth);
+    for (std::uint64_t n = 0; n < buffers; ++n) {
+      item& oldest = line[n % depth];
+      if (n >= depth) give_block(src, std::move(oldest), size);
+      oldest = take_block(src, size);
     }
-    for (; held > 0; --held) give_block(src, line.pop(), size);
+    for (std::uint64_t n = buffers > depth ? buffers - depth : 0; n < buffers; ++n) {
+      give_block(src, std::move(line[n % depth]), size);
+    }
     return;
   }
   const int pairs = threads / 2;
   const std::uint64_t per_pair = buffers / static_cast<std::uint64_t>(pairs);
+  const bool admit = static_cast<std::ptrdiff_t>(pairs) * (ring<item>::capacity + 2) > in_flight;
+  std::counting_semaphore<> admitted(admit ? in_flight : 0);
   auto rings = std::make_unique<ring<item>[]>(static_cast<std::size_t>(pairs));
   run_threads(2 * pairs, [&](int i) {
     ring<item>& r = rings[static_cast<std::size_t>(i / 2)];
     for (std::uint64_t n = 0; n < per_pair; ++n) {
       if (i % 2 == 0) {
-        r.push(take());
+        if (admit) admitted.acquire();
+        r.push(take_block(src, size));
       } else {
-        give(r.pop());
+        give_block(src, r.pop(), size);
+        if (admit) admitted.release();
       }
     }
   });

@@ -63,8 +63,9 @@
 //     shared stacks if another call holds it.
 // What they relax, exactly, at every instant and for any number of threads:
 //   - take on one thread may miss buffers that other live threads' caches hold: at most
-//     bound / 4 of them in all. A take that finds nothing looks into the CPU caches before it
-//     misses, so what they hold escapes it only while another call holds them. A batch crosses
+//     bound / 4 of them in all. A take looks into the CPU caches at each class it tries, after
+//     its own cache and the shared stack, so what they hold escapes it only while another call
+//     holds them. A batch crosses
 //     between threads when a magazine or the cache is full (retire) or empty (take), so frames
 //     that one thread takes and another retires do recycle.
 //   - a retire may be dropped while retained() is below the bound by the places that caches hold

@@ -284,16 +284,16 @@ class cpu_cache_hold {
   cache* held_ = nullptr;
 };
 
-// A take's last look before a miss: a buffer of a class in [first, end) from a CPU cache that is
-// not in use (nor k's own), or null; its class in *cls.
-std::byte* take_from_cpu_caches(caller& k, std::size_t first, std::size_t end, std::size_t* cls) noexcept;
+// A take's look, after its own cache and the shared stack of class cls: a buffer of class cls
+// from a CPU cache that is not in use (nor k's own), or null.
+std::byte* take_from_cpu_caches(caller& k, std::size_t cls) noexcept;
 // Up to n places that CPU caches not in use (nor k's own) hold without a buffer, given back to the
 // shared counter for the caller to take; answers how many.
 std::uint32_t borrow_from_cpu_caches(caller& k, std::uint32_t n) noexcept;
-// Brings every CPU cache up to the state word, each under its lock: trim, after its stamp, so
-// that what they hold from before it is freed now (no thread of theirs has a next call to wait
-// for).
-void catch_up_cpu_caches(pool::core& c) noexcept;
+// Brings every CPU cache up to the state word, each under its lock (taken here, or already held:
+// a forked child's): trim, after its stamp, so that what they hold from before it is freed now
+// (no thread of theirs has a next call to wait for).
+void catch_up_cpu_caches(pool::core& c, bool held = false) noexcept;
 // Takes every CPU cache's lock, waiting for the calls that hold one (a fork's prepare), and lets
 // them go again.
 void hold_cpu_caches(pool::core& c) noexcept;

@@ -11,9 +11,9 @@
 // which keeps take and retire lock-free. trim and a fork wait for a holder to let go.
 //
 // A CPU cache has no thread whose next call would see a trim, so trim brings each one up to date
-// itself (catch_up_cpu_caches). And since no one thread owns what one holds, a take that finds
-// nothing looks into the others before it misses, and a retire at the bound takes the places they
-// hold spare, so that a thread alone still sees the sequential pool.
+// itself (catch_up_cpu_caches). And since no one thread owns what one holds, a take looks into
+// the others at each class it tries, and a retire at the bound takes the places they hold spare,
+// so that calls one after another still see the sequential pool.
 //
 // (L1) try_hold's exchange is an acquire and (L2) let_go's store a release: each holder sees
 // everything the previous holder did to the cache (plain fields included), as a mutex orders
@@ -43,20 +43,21 @@ cache& this_cpus(core& c) noexcept {
   return *c.cpu_caches[static_cast<unsigned>(cpu < 0 ? 0 : cpu) % c.cpu_cache_count];
 }
 
-// A hint, read without the lock: whether cc's magazines hold a buffer of a class in [first, end).
-bool holds_any(const cache& cc, std::size_t first, std::size_t end) noexcept {
-  for (std::size_t cls = first; cls < end; ++cls) {
-    if (const magazine* m = cc.find(cls, std::memory_order_acquire); m != nullptr && m->count.load(std::memory_order_relaxed) > 0) {
-      return true;
-    }
-  }
-  return false;
+// Whether this call may use CPU caches: the pool has some, and no trim ran when the call read the
+// state word. A call that sees a trim leaves them to it (and goes to the shared stacks), so that
+// trim waits only for calls that took a CPU cache before they could know of it (PROGRESS).
+bool may_use(const caller& k) noexcept { return k.c.cpu_cache_count > 0 && !trimming_in(k.state); }
+
+// A hint, read without the lock: whether cc's magazine of class cls holds a buffer.
+bool holds_one(const cache& cc, std::size_t cls) noexcept {
+  const magazine* m = cc.find(cls, std::memory_order_acquire);  // pairs with install()'s release
+  return m != nullptr && m->count.load(std::memory_order_relaxed) > 0;
 }
 
 }  // namespace
 
 cpu_cache_hold::cpu_cache_hold(caller& k) noexcept : k_(k), own_(k.tc) {
-  if (k.caches() || k.c.cpu_cache_count == 0) return;
+  if (k.caches() || !may_use(k)) return;
   cache& cc = this_cpus(k.c);
   if (!try_hold(cc)) return;
   held_ = &cc;
@@ -70,19 +71,16 @@ cpu_cache_hold::~cpu_cache_hold() {
   let_go(*held_);
 }
 
-std::byte* take_from_cpu_caches(caller& k, std::size_t first, std::size_t end, std::size_t* cls) noexcept {
+std::byte* take_from_cpu_caches(caller& k, std::size_t cls) noexcept {
+  if (!may_use(k)) return nullptr;
   for (std::uint32_t i = 0; i < k.c.cpu_cache_count; ++i) {
     cache& cc = *k.c.cpu_caches[i];
-    if (&cc == k.tc || !holds_any(cc, first, end) || !try_hold(cc)) continue;
+    if (&cc == k.tc || !holds_one(cc, cls) || !try_hold(cc)) continue;
     std::byte* data = nullptr;
     if (enabled_in(bring_up_to_date(k.c, cc))) {
-      for (std::size_t c = first; c < end && data == nullptr; ++c) {
-        if (magazine* m = cc.find(c); m != nullptr) {
-          if (const std::uint64_t n = m->count.load(std::memory_order_relaxed); n > 0) {
-            data = pop_from(*m, n);  // its place stays there, spare, as for any hit
-            *cls = c;
-          }
-        }
+      if (magazine* m = cc.find(cls); m != nullptr) {
+        // its place stays there, spare, as for any hit
+        if (const std::uint64_t n = m->count.load(std::memory_order_relaxed); n > 0) data = pop_from(*m, n);
       }
     }
     let_go(cc);
@@ -92,6 +90,7 @@ std::byte* take_from_cpu_caches(caller& k, std::size_t first, std::size_t end, s
 }
 
 std::uint32_t borrow_from_cpu_caches(caller& k, std::uint32_t n) noexcept {
+  if (!may_use(k)) return 0;
   std::uint32_t got = 0;
   for (std::uint32_t i = 0; i < k.c.cpu_cache_count && got < n; ++i) {
     cache& cc = *k.c.cpu_caches[i];
@@ -103,12 +102,12 @@ std::uint32_t borrow_from_cpu_caches(caller& k, std::uint32_t n) noexcept {
   return got;
 }
 
-void catch_up_cpu_caches(core& c) noexcept {
+void catch_up_cpu_caches(core& c, bool held) noexcept {
   for (std::uint32_t i = 0; i < c.cpu_cache_count; ++i) {
     cache& cc = *c.cpu_caches[i];
-    hold(cc);
+    if (!held) hold(cc);
     bring_up_to_date(c, cc);
-    let_go(cc);
+    if (!held) let_go(cc);
   }
 }
 

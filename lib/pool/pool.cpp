@@ -401,11 +401,10 @@ held take_any(core& c, std::size_t size, bool exact) {
             break;
           }
         }
-        if (std::byte* data = take_on_class(k, cls)) found = {data, c.class_size[cls]};
-      }
-      std::size_t cls = first;  // the last look before a miss: the other CPU caches
-      if (found.data == nullptr) {
-        if (std::byte* data = detail::take_from_cpu_caches(k, first, end, &cls)) found = {data, c.class_size[cls]};
+        std::byte* data = take_on_class(k, cls);
+        // Then what the CPU caches hold (no thread's cache: their buffers are anyone's).
+        if (data == nullptr) data = detail::take_from_cpu_caches(k, cls);
+        if (data != nullptr) found = {data, c.class_size[cls]};
       }
     }
   }
@@ -452,12 +451,17 @@ void adopt_after_fork(core& c) noexcept {
       tc->tally(c.departed);
       (tc->prev != nullptr ? tc->prev->next : c.registry) = tc->next;
       if (tc->next != nullptr) tc->next->prev = tc->prev;
-      if (tc->caching) c.seats.fetch_sub(1, std::memory_order_relaxed);
       --c.refs;  // never the last: the pool itself holds one
       delete tc;
     }
     tc = next;
   }
+  // The seats: this thread's, if it has one. Counted afresh, since a thread stopped by the fork
+  // between taking a seat and entering its cache in the registry has a seat no cache holds.
+  c.seats.store(mine != nullptr && mine->caching ? 1 : 0, std::memory_order_relaxed);
+  // A trim that another thread was running may have left CPU caches behind its generation: they
+  // free what they hold now, as that trim would have (the fork holds their locks).
+  detail::catch_up_cpu_caches(c, /*held=*/true);
   std::size_t places = 0;
   std::uint64_t bytes = 0;
   for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
