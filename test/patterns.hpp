@@ -50,29 +50,28 @@ inline const char* name(pattern p) {
   return "?";
 }
 
-// A ring of blocks from one thread to another. A full or empty ring waits on the index the other
-// side moves (std::atomic::wait: a short spin, then the kernel), so that hundreds of pairs on a
-// few cores leave the cores to the threads that can run. The indices are 32-bit, the type
+// A ring of blocks from one thread to another. A full or empty ring waits for the index the other
+// side moves, yielding a while and then asleep (std::atomic::wait), so that hundreds of pairs on
+// a few cores leave the cores to the threads that can run. The indices are 32-bit, the type
 // the kernel waits on (a wider one waits through a shared proxy that every notify would bump).
 template <class T>
 class ring {
  public:
   static constexpr std::uint32_t capacity = 8;
 
+  // How many times a full or empty ring yields before it sleeps.
+  int spins = 64;
+
   void push(T&& v) {
     const std::uint32_t t = tail_.load(std::memory_order_relaxed);
-    for (std::uint32_t h = head_.load(std::memory_order_acquire); t - h == capacity; h = head_.load(std::memory_order_acquire)) {
-      head_.wait(h, std::memory_order_acquire);
-    }
+    await(head_, [t](std::uint32_t h) { return t - h < capacity; });
     items_[t % capacity] = std::move(v);
     tail_.store(t + 1, std::memory_order_release);  // the item, for pop's acquire
     tail_.notify_one();
   }
   T pop() {
     const std::uint32_t h = head_.load(std::memory_order_relaxed);
-    for (std::uint32_t t = tail_.load(std::memory_order_acquire); t == h; t = tail_.load(std::memory_order_acquire)) {
-      tail_.wait(t, std::memory_order_acquire);
-    }
+    await(tail_, [h](std::uint32_t t) { return t != h; });
     T v = std::move(items_[h % capacity]);
     head_.store(h + 1, std::memory_order_release);  // the slot is free, for push's acquire
     head_.notify_one();
@@ -80,6 +79,21 @@ class ring {
   }
 
  private:
+  // Until ready(index): first yielding a while, so that a pair on two cores streams through the
+  // ring without a system call per block; then asleep in the kernel until the index moves.
+  template <class Ready>
+  void await(const std::atomic<std::uint32_t>& index, Ready ready) const {
+    std::uint32_t seen = index.load(std::memory_order_acquire);  // the other side's, for its data
+    for (int n = 0; !ready(seen) && n < spins; ++n) {
+      std::this_thread::yield();
+      seen = index.load(std::memory_order_acquire);
+    }
+    while (!ready(seen)) {
+      index.wait(seen, std::memory_order_acquire);
+      seen = index.load(std::memory_order_acquire);
+    }
+  }
+
   T items_[capacity]{};
   alignas(64) std::atomic<std::uint32_t> head_{0};
   alignas(64) std::atomic<std::uint32_t> tail_{0};
@@ -150,6 +164,10 @@ void hand_over(Src& src, int threads, std::uint64_t buffers, std::size_t size, s
   const bool admit = static_cast<std::ptrdiff_t>(pairs) * (ring<item>::capacity + 2) > in_flight;
   std::counting_semaphore<> admitted(admit ? in_flight : 0);
   auto rings = std::make_unique<ring<item>[]>(static_cast<std::size_t>(pairs));
+  // Where threads outnumber the cores twice over, a waiting thread yields to nobody that could
+  // serve it sooner than the kernel wakes it: it sleeps at once.
+  const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  for (int p = 0; p < pairs; ++p) rings[static_cast<std::size_t>(p)].spins = threads > 2 * cores ? 0 : 64;
   run_threads(2 * pairs, [&](int i) {
     ring<item>& r = rings[static_cast<std::size_t>(i / 2)];
     for (std::uint64_t n = 0; n < per_pair; ++n) {
