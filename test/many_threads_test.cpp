@@ -6,6 +6,7 @@
 // than its pool's bound in flight makes every pool allocate. Before the pool's caches had seats
 // and CPU caches, handoff fell to a 0.1% hit rate at 64 threads and idle to 0.0%. Under a
 // sanitizer or an emulator the threads stop at 64 (the rates are the same; the time is not).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -61,15 +62,16 @@ const std::vector<int>& thread_counts() {
                                                                 : std::vector<int>{2, 8, 64, 512, 1024};
   return counts;
 }
-// Enough that the first blocks each pattern needs (those in flight, and those caches hold) are
-// a small part of the run, as in a server that runs for hours.
-constexpr std::uint64_t buffers = sluice_test::reduced ? 200'000 : 300'000;
+// Enough that the first blocks a pattern needs (in flight, up to a quarter of the bound, and what
+// caches hide, up to a half) are a small part of the run, as in a server that runs for hours:
+// 100 times the bound's worth, from 100,000 to 300,000.
+std::uint64_t buffers_for(std::size_t bound) { return std::clamp<std::uint64_t>(100 * bound, 100'000, 300'000); }
 
 void check_pattern(pattern p) {
   for (const std::size_t bound : {64, 1024, 4096}) {
     for (const int threads : thread_counts()) {
-      const rates pool = measure<sluice::pool>(p, bound, threads, buffers);
-      const rates twin = measure<sluice::mutex_pool>(p, bound, threads, buffers);
+      const rates pool = measure<sluice::pool>(p, bound, threads, buffers_for(bound));
+      const rates twin = measure<sluice::mutex_pool>(p, bound, threads, buffers_for(bound));
       std::printf("%-8s bound %5zu, %4d threads: pool %6.2f%% hits, %.4f fresh per buffer; mutex_pool %6.2f%%, %.4f\n",
                   sluice_patterns::name(p), bound, threads, pool.hit_rate, pool.fresh_per_buffer, twin.hit_rate,
                   twin.fresh_per_buffer);

@@ -26,10 +26,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <semaphore>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -51,14 +52,14 @@ inline const char* name(pattern p) {
 }
 
 // A ring of blocks from one thread to another. A full or empty ring waits for the index the other
-// side moves, yielding a while and then asleep (std::atomic::wait), so that hundreds of pairs on
-// a few cores leave the cores to the threads that can run. The indices are 32-bit, the type
-// the kernel waits on (a wider one waits through a shared proxy that every notify would bump).
+// side moves: yielding a while, so that a pair on two cores streams through it without a system
+// call per block, and then asleep on the ring's condition variable, so that hundreds of pairs on
+// a few cores leave the cores to the threads that can run. A side wakes the other only when that
+// one is asleep.
 template <class T>
 class ring {
  public:
-  static constexpr std::uint32_t capacity = 8;
-
+  static constexpr std::uint32_t capacity = 32;
   // How many times a full or empty ring yields before it sleeps.
   int spins = 64;
 
@@ -66,37 +67,46 @@ class ring {
     const std::uint32_t t = tail_.load(std::memory_order_relaxed);
     await(head_, [t](std::uint32_t h) { return t - h < capacity; });
     items_[t % capacity] = std::move(v);
-    tail_.store(t + 1, std::memory_order_release);  // the item, for pop's acquire
-    tail_.notify_one();
+    publish(tail_, t + 1);  // the item, for pop's acquire
   }
   T pop() {
     const std::uint32_t h = head_.load(std::memory_order_relaxed);
     await(tail_, [h](std::uint32_t t) { return t != h; });
     T v = std::move(items_[h % capacity]);
-    head_.store(h + 1, std::memory_order_release);  // the slot is free, for push's acquire
-    head_.notify_one();
+    publish(head_, h + 1);  // the slot is free, for push's acquire
     return v;
   }
 
  private:
-  // Until ready(index): first yielding a while, so that a pair on two cores streams through the
-  // ring without a system call per block; then asleep in the kernel until the index moves.
+  // The sleeper counts itself (seq_cst) before it looks at the index (seq_cst); the other side
+  // moves the index (seq_cst) before it looks at the count: one of the two sees the other's
+  // write, and the mutex keeps the sleeper's last look and its sleep together, so no wake-up is
+  // lost.
   template <class Ready>
-  void await(const std::atomic<std::uint32_t>& index, Ready ready) const {
-    std::uint32_t seen = index.load(std::memory_order_acquire);  // the other side's, for its data
-    for (int n = 0; !ready(seen) && n < spins; ++n) {
+  void await(const std::atomic<std::uint32_t>& index, Ready ready) {
+    for (int n = 0; n < spins; ++n) {
+      if (ready(index.load(std::memory_order_acquire))) return;  // the other side's data
       std::this_thread::yield();
-      seen = index.load(std::memory_order_acquire);
     }
-    while (!ready(seen)) {
-      index.wait(seen, std::memory_order_acquire);
-      seen = index.load(std::memory_order_acquire);
+    std::unique_lock lock(mutex_);
+    asleep_.fetch_add(1, std::memory_order_seq_cst);
+    while (!ready(index.load(std::memory_order_seq_cst))) moved_.wait(lock);
+    asleep_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  void publish(std::atomic<std::uint32_t>& index, std::uint32_t value) {
+    index.store(value, std::memory_order_seq_cst);
+    if (asleep_.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard lock(mutex_);
+      moved_.notify_all();
     }
   }
 
   T items_[capacity]{};
   alignas(64) std::atomic<std::uint32_t> head_{0};
   alignas(64) std::atomic<std::uint32_t> tail_{0};
+  alignas(64) std::atomic<int> asleep_{0};
+  std::mutex mutex_;
+  std::condition_variable moved_;
 };
 
 // One block: taken, its first and last byte written (as a frame read into it would), read back
@@ -115,19 +125,62 @@ void give_block(Src& src, typename Src::item&& it, std::size_t size) {
   src.put(std::move(it), size);
 }
 
-// A latch for many waiters: wait() until open().
-class gate_latch {
+// A count that threads raise and others wait on (a latch when it only goes from 0 to 1).
+class counter {
  public:
-  void open() {
-    open_.store(true, std::memory_order_release);
-    open_.notify_all();
+  void add() {
+    std::lock_guard lock(mutex_);
+    ++count_;
+    changed_.notify_all();
   }
-  void wait() {
-    while (!open_.load(std::memory_order_acquire)) open_.wait(false, std::memory_order_acquire);
+  void wait_for(int n) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return count_ >= n; });
   }
 
  private:
-  std::atomic<bool> open_{false};
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int count_ = 0;
+};
+
+// A counting semaphore: acquire() waits for a token, release() gives one back. Like the ring, it
+// sleeps on a condition variable, and is woken only when someone sleeps.
+class tokens {
+ public:
+  tokens(std::ptrdiff_t n, int spins) : count_(n), spins_(spins) {}
+  void acquire() {
+    int spun = 0;
+    for (std::ptrdiff_t c = count_.load(std::memory_order_relaxed);;) {
+      if (c > 0) {
+        if (count_.compare_exchange_weak(c, c - 1, std::memory_order_relaxed)) return;
+        continue;
+      }
+      if (spun++ < spins_) {
+        std::this_thread::yield();
+        c = count_.load(std::memory_order_relaxed);
+        continue;
+      }
+      std::unique_lock lock(mutex_);
+      asleep_.fetch_add(1, std::memory_order_seq_cst);  // as in ring::await
+      while ((c = count_.load(std::memory_order_seq_cst)) <= 0) returned_.wait(lock);
+      asleep_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+  void release() {
+    count_.fetch_add(1, std::memory_order_seq_cst);
+    if (asleep_.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard lock(mutex_);
+      returned_.notify_one();
+    }
+  }
+
+ private:
+  alignas(64) std::atomic<std::ptrdiff_t> count_;
+  const int spins_;  // yields before it sleeps, as a ring's
+  alignas(64) std::atomic<int> asleep_{0};
+  std::mutex mutex_;
+  std::condition_variable returned_;
 };
 
 // Runs n threads of body(i) and joins them.
@@ -142,7 +195,7 @@ void run_threads(int n, Body body) {
 // Pairs (threads / 2 of them, or one thread alone) hand `buffers` blocks over in all, at most
 // in_flight (>= 1) of them taken and not yet given back at once. A pair holds at most
 // capacity + 2 (its ring's, one being written, one being read): where the pairs could hold more
-// than in_flight, a semaphore admits each block before it is taken.
+// than in_flight, a semaphore (tokens) admits each block before it is taken.
 template <class Src>
 void hand_over(Src& src, int threads, std::uint64_t buffers, std::size_t size, std::ptrdiff_t in_flight) {
   using item = typename Src::item;
@@ -161,13 +214,14 @@ void hand_over(Src& src, int threads, std::uint64_t buffers, std::size_t size, s
   }
   const int pairs = threads / 2;
   const std::uint64_t per_pair = buffers / static_cast<std::uint64_t>(pairs);
-  const bool admit = static_cast<std::ptrdiff_t>(pairs) * (ring<item>::capacity + 2) > in_flight;
-  std::counting_semaphore<> admitted(admit ? in_flight : 0);
-  auto rings = std::make_unique<ring<item>[]>(static_cast<std::size_t>(pairs));
   // Where threads outnumber the cores twice over, a waiting thread yields to nobody that could
   // serve it sooner than the kernel wakes it: it sleeps at once.
   const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
-  for (int p = 0; p < pairs; ++p) rings[static_cast<std::size_t>(p)].spins = threads > 2 * cores ? 0 : 64;
+  const int spins = threads > 2 * cores ? 0 : 64;
+  const bool admit = static_cast<std::ptrdiff_t>(pairs) * (ring<item>::capacity + 2) > in_flight;
+  tokens admitted(admit ? in_flight : 0, spins);
+  auto rings = std::make_unique<ring<item>[]>(static_cast<std::size_t>(pairs));
+  for (int p = 0; p < pairs; ++p) rings[static_cast<std::size_t>(p)].spins = spins;
   run_threads(2 * pairs, [&](int i) {
     ring<item>& r = rings[static_cast<std::size_t>(i / 2)];
     for (std::uint64_t n = 0; n < per_pair; ++n) {
@@ -247,8 +301,7 @@ outcome run(pattern p, Src& src, int threads, std::uint64_t buffers, std::size_t
     case pattern::idle: {
       const int sleepers = threads > 2 ? threads - 2 : 0;
       const int workers = threads - sleepers;
-      std::atomic<int> asleep{0};
-      gate_latch wake;
+      counter asleep, wake;
       std::vector<std::thread> ts;
       ts.reserve(static_cast<std::size_t>(sleepers));
       for (int i = 0; i < sleepers; ++i) {
@@ -256,19 +309,16 @@ outcome run(pattern p, Src& src, int threads, std::uint64_t buffers, std::size_t
           typename Src::item held[4]{};
           for (auto& b : held) b = take_block(src, size);
           for (auto& b : held) give_block(src, std::move(b), size);
-          asleep.fetch_add(1, std::memory_order_release);
-          asleep.notify_one();
-          wake.wait();
+          asleep.add();
+          wake.wait_for(1);
         });
       }
-      for (int seen = asleep.load(std::memory_order_acquire); seen < sleepers; seen = asleep.load(std::memory_order_acquire)) {
-        asleep.wait(seen, std::memory_order_acquire);
-      }
+      asleep.wait_for(sleepers);
       out.buffers = buffers;
       begin();
       hand_over(src, workers, out.buffers, size, in_flight);
       end();
-      wake.open();
+      wake.add();
       for (auto& t : ts) t.join();
       break;
     }
