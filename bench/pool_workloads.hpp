@@ -149,8 +149,8 @@ inline constexpr which_counts flow_counts{.min_threads = 2, .even_only = true};
 //
 // pool.handoff, pool.own, pool.churn, pool.idle: 1 KiB blocks, each cell one run of the pattern
 // with its own threads (SLUICE_BENCH_PATTERN_THREADS, "1,2,8,64,512" unless set) taking
-// SLUICE_BENCH_PATTERN_BUFFERS blocks in all (200000 unless set), handoff at most 256 in flight,
-// on a source made for that cell alone. The cell's time is wall-clock ns per block taken (in idle, the working pair's), and its
+// SLUICE_BENCH_PATTERN_BUFFERS blocks in all (200000 unless set), on a source made for that cell
+// alone (pools with bound 32768, below). The cell's time is wall-clock ns per block taken (in idle, the working pair's), and its
 // counters: peak_rss_mib, the peak resident memory above what the process held at the cell's
 // start (VmHWM, reset through /proc/self/clear_refs), and for a pool hit_rate (percent of takes
 // answered from retained blocks) and fresh_per_buffer (takes that allocated, per block).
@@ -165,8 +165,11 @@ inline std::vector<int> pattern_thread_counts() {
   return counts;
 }
 
-// Handoff's blocks in flight over all pairs: a quarter of the pools' default bound (1024).
-inline constexpr std::ptrdiff_t pattern_in_flight = 256;
+// The pools' bound in the patterns (pool_bench.cpp): twice what 256 pairs' rings hold in flight,
+// and no admission beyond the rings (the tests, test/many_threads_test.cpp, take the bounds
+// tight and admit a quarter of the bound: here the cells time the sources, not their misses).
+inline constexpr std::size_t pattern_bound = 32768;
+inline constexpr std::ptrdiff_t pattern_in_flight = PTRDIFF_MAX;
 
 inline std::uint64_t pattern_buffers() {
   const char* env = std::getenv("SLUICE_BENCH_PATTERN_BUFFERS");

@@ -63,15 +63,18 @@ class ring {
   // How many times a full or empty ring yields before it sleeps.
   int spins = 64;
 
+  // Each side reads the other's index only when the one it saw last says full (or empty), as
+  // boost::lockfree::spsc_queue does, so that a stream moves the other side's cache line once
+  // per ring's worth of blocks, not once per block.
   void push(T&& v) {
     const std::uint32_t t = tail_.load(std::memory_order_relaxed);
-    await(head_, [t](std::uint32_t h) { return t - h < capacity; });
+    if (t - seen_head_ == capacity) seen_head_ = await(head_, [t](std::uint32_t h) { return t - h < capacity; });
     items_[t % capacity] = std::move(v);
     publish(tail_, t + 1);  // the item, for pop's acquire
   }
   T pop() {
     const std::uint32_t h = head_.load(std::memory_order_relaxed);
-    await(tail_, [h](std::uint32_t t) { return t != h; });
+    if (h == seen_tail_) seen_tail_ = await(tail_, [h](std::uint32_t t) { return t != h; });
     T v = std::move(items_[h % capacity]);
     publish(head_, h + 1);  // the slot is free, for push's acquire
     return v;
@@ -82,16 +85,20 @@ class ring {
   // moves the index (seq_cst) before it looks at the count: one of the two sees the other's
   // write, and the mutex keeps the sleeper's last look and its sleep together, so no wake-up is
   // lost.
+  // Answers the index it found ready.
   template <class Ready>
-  void await(const std::atomic<std::uint32_t>& index, Ready ready) {
-    for (int n = 0; n < spins; ++n) {
-      if (ready(index.load(std::memory_order_acquire))) return;  // the other side's data
+  std::uint32_t await(const std::atomic<std::uint32_t>& index, Ready ready) {
+    for (int n = 0;; ++n) {
+      if (const std::uint32_t i = index.load(std::memory_order_acquire); ready(i)) return i;  // its data
+      if (n == spins) break;
       std::this_thread::yield();
     }
     std::unique_lock lock(mutex_);
     asleep_.fetch_add(1, std::memory_order_seq_cst);
-    while (!ready(index.load(std::memory_order_seq_cst))) moved_.wait(lock);
+    std::uint32_t i = 0;
+    while (!ready(i = index.load(std::memory_order_seq_cst))) moved_.wait(lock);
     asleep_.fetch_sub(1, std::memory_order_relaxed);
+    return i;
   }
   void publish(std::atomic<std::uint32_t>& index, std::uint32_t value) {
     index.store(value, std::memory_order_seq_cst);
@@ -103,7 +110,9 @@ class ring {
 
   T items_[capacity]{};
   alignas(64) std::atomic<std::uint32_t> head_{0};
+  std::uint32_t seen_tail_ = 0;  // the consumer's: tail_ as it read it last
   alignas(64) std::atomic<std::uint32_t> tail_{0};
+  std::uint32_t seen_head_ = 0;  // the producer's: head_ as it read it last
   alignas(64) std::atomic<int> asleep_{0};
   std::mutex mutex_;
   std::condition_variable moved_;
@@ -217,7 +226,7 @@ void hand_over(Src& src, int threads, std::uint64_t buffers, std::size_t size, s
   // Where threads outnumber the cores twice over, a waiting thread yields to nobody that could
   // serve it sooner than the kernel wakes it: it sleeps at once.
   const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
-  const int spins = threads > 2 * cores ? 0 : 64;
+  const int spins = threads > 2 * cores ? 0 : 1000;
   const bool admit = static_cast<std::ptrdiff_t>(pairs) * (ring<item>::capacity + 2) > in_flight;
   tokens admitted(admit ? in_flight : 0, spins);
   auto rings = std::make_unique<ring<item>[]>(static_cast<std::size_t>(pairs));
