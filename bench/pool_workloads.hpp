@@ -149,8 +149,10 @@ inline constexpr which_counts flow_counts{.min_threads = 2, .even_only = true};
 //
 // pool.handoff, pool.own, pool.churn, pool.idle: 1 KiB blocks, each cell one run of the pattern
 // with its own threads (SLUICE_BENCH_PATTERN_THREADS, "1,2,8,64,512" unless set) taking
-// SLUICE_BENCH_PATTERN_BUFFERS blocks in all (200000 unless set), on a source made for that cell
-// alone (pools with bound 32768, below). The cell's time is wall-clock ns per block taken (in idle, the working pair's), and its
+// SLUICE_BENCH_PATTERN_BUFFERS blocks in all (1000000 unless set, so that the first blocks a
+// pattern needs, the most at 512 threads, are a small part), on a source made for that cell alone
+// (pools with bound 32768, below). The cell's time is wall-clock ns per block taken (in idle, the
+// working pair's), and its
 // counters: peak_rss_mib, the peak resident memory above what the process held at the cell's
 // start (VmHWM, reset through /proc/self/clear_refs), and for a pool hit_rate (percent of takes
 // answered from retained blocks) and fresh_per_buffer (takes that allocated, per block).
@@ -174,7 +176,7 @@ inline constexpr std::ptrdiff_t pattern_in_flight = PTRDIFF_MAX;
 inline std::uint64_t pattern_buffers() {
   const char* env = std::getenv("SLUICE_BENCH_PATTERN_BUFFERS");
   const long long n = env != nullptr ? std::atoll(env) : 0;
-  return n > 0 ? static_cast<std::uint64_t>(n) : 200'000;
+  return n > 0 ? static_cast<std::uint64_t>(n) : 1'000'000;
 }
 
 // A field of /proc/self/status, in KiB (VmRSS: resident now; VmHWM: the peak since the last

@@ -6,7 +6,7 @@
 #
 #   SLUICE_BENCH_THREADS   thread counts, default 1,2,4,8
 #   SLUICE_BENCH_PATTERN_THREADS  the many-thread patterns' thread counts, default 1,2,8,64,512
-#   SLUICE_BENCH_PATTERN_BUFFERS  blocks each pattern's run takes, default 200000
+#   SLUICE_BENCH_PATTERN_BUFFERS  blocks each pattern's run takes, default 1000000
 #   SLUICE_BENCH_MIN_TIME  seconds per benchmark and thread count, default 0.5 (about three
 #                          minutes in all on a 2-core machine)
 # An allocator whose package is missing is skipped with a line saying so; nothing else is.

@@ -6,10 +6,13 @@
 // A thread's exit is driven by calling what its thread_local destructor calls
 // (sluice::detail::release_thread_caches), so that it runs under the scheduler too.
 #include <algorithm>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "../doctest.hpp"
@@ -90,6 +93,42 @@ struct stop_at {
   }
 };
 
+// Threads outside the scheduler that take n of a pool's seats (a first call each) and hold them,
+// alive, until this object goes.
+class seat_holders {
+ public:
+  seat_holders(sluice::pool& p, int n) {
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([&p, this] {
+        (void)p.take(1);
+        {
+          std::unique_lock lock(mutex_);
+          ++seated_;
+          changed_.notify_all();
+          changed_.wait(lock, [this] { return done_; });
+        }
+      });
+    }
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return seated_ == n; });
+  }
+  ~seat_holders() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+      changed_.notify_all();
+    }
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int seated_ = 0;
+  bool done_ = false;
+  std::vector<std::thread> threads_;
+};
+
 }  // namespace
 
 TEST_CASE("a thread's exit and its cache's eviction race ~pool, each stopped anywhere") {
@@ -157,15 +196,21 @@ TEST_CASE("a call that straddles a trim or the switch frees only what they must"
   // must stay retained; none retired before T began may (trim freed it, or the switch did).
   // Same class for all, told apart by marks: a straddling call that freed the whole class would
   // take B's with it.
+  // With `seated` off, four other threads hold the pool's four seats (bound 64), so C, T and B
+  // have none and keep their batches in the CPU caches, which trim empties itself.
   std::uint64_t schedules = 0, switch_points = 0;
   for (const bool cached : {true, false}) {
+    for (const bool seated : {true, false}) {
+      if (!cached && !seated) continue;
     for (const bool disable : {false, true}) {
       for (const std::uint64_t seed : seeds(scaled(300))) {
         CAPTURE(cached);
+        CAPTURE(seated);
         CAPTURE(disable);
         CAPTURE(seed);
         // bound 64: a cache holds at most 2 buffers, so C's third retire publishes a batch
         sluice::pool p{pool_options{.bound = 64, .thread_cache = cached}};
+        seat_holders holders(p, seated ? 0 : 4);
         logical_clock clock;
         span turn;
         std::vector<std::pair<std::uint64_t, span>> retires;  // mark, when
@@ -201,6 +246,7 @@ TEST_CASE("a call that straddles a trim or the switch frees only what they must"
         CHECK(std::includes(may.begin(), may.end(), found.begin(), found.end()));
         CHECK(p.retained() == 0);
       }
+    }
     }
   }
   MESSAGE("straddled trims: " << schedules << " schedules, " << switch_points << " switch points");
