@@ -195,6 +195,10 @@ def plot(runs, path, counters=None):
         ax.minorticks_off()
         if log:
             ax.set_yscale("log")
+        else:  # a hit rate: the scale from 100% down to a little below the lowest, at most 95%
+            lowest = min(cells.values())
+            ax.set_ylim(min(95.0, lowest - 0.5), 100.2)
+            ax.ticklabel_format(axis="y", useOffset=False)
         ax.set_xlabel("threads")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)

@@ -284,3 +284,30 @@ TEST_CASE("what other live threads' caches hide is at most a quarter of the boun
     for (auto& t : ts) t.join();
   }
 }
+
+TEST_CASE("an empty retire is a call: after the switch, it frees its thread's cache") {
+  // retire(buffer{}) keeps nothing and counts nothing, but THREAD CACHES says any call brings the
+  // thread's cache up to date: after set_enabled(false), which this thread learned of, its next
+  // call frees what its cache holds, whatever that call is.
+  sluice::pool p;
+  turns turn;
+  std::thread other([&] {
+    for (int i = 0; i < 6; ++i) p.retire(buffer(4096));  // cached here
+    turn.advance_to(1);
+    turn.wait_for(2);
+    p.retire(buffer{});
+    turn.advance_to(3);
+    turn.wait_for(4);  // alive: its exit would free the cache too
+  });
+  turn.wait_for(1);
+  p.set_enabled(false);
+  CHECK(p.retained() == 6);  // in the other thread's cache until its next call
+  turn.advance_to(2);
+  turn.wait_for(3);
+  CHECK(p.retained() == 0);
+  const auto s = p.stats();
+  CHECK(s.retired == 6);
+  CHECK(s.dropped == 0);
+  turn.advance_to(4);
+  other.join();
+}
