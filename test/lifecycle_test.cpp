@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -177,4 +179,59 @@ TEST_CASE_TEMPLATE("fork() while another thread constructs and destroys pools", 
   stop.store(true);
   builder.join();
   CHECK(ok == forks);
+}
+
+TEST_CASE("fork() while threads take seats: the child's threads have every seat") {
+  // bound 64: four seats. In the parent, threads come and go, each making its first call (it takes
+  // a seat there, then enters the pool's registry) and exiting, so that forks catch some between
+  // the two. In each child, four new threads each retire a buffer and wait, alive: with all four
+  // seats theirs, each buffer stays in its own thread's cache, where this thread's take cannot see
+  // it; a seat lost in the fork (counted taken, held by no cache) leaves one of them without, its
+  // buffer in a CPU cache, which the take finds. (The review of issue 23 found that loss.)
+  sluice::pool p{pool_options{.bound = 64}};
+  std::atomic<bool> stop{false};
+  std::thread churner([&] {
+    while (!stop.load(std::memory_order_relaxed)) std::thread([&] { p.retire(p.acquire(1024)); }).join();
+  });
+  int children = 0, ok = 0;
+  for (int i = 0; i < 400; ++i) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      alarm(20);
+      std::mutex m;
+      std::condition_variable cv;
+      int retired = 0;
+      bool release = false;
+      std::vector<std::thread> ts;
+      for (int t = 0; t < 4; ++t) {
+        ts.emplace_back([&] {
+          p.retire(buffer(3072));  // a class the parent's threads never used
+          std::unique_lock lock(m);
+          ++retired;
+          cv.notify_all();
+          cv.wait(lock, [&] { return release; });
+        });
+      }
+      {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return retired == 4; });
+      }
+      const bool hidden = !p.take(3072);
+      {
+        std::lock_guard lock(m);
+        release = true;
+        cv.notify_all();
+      }
+      for (auto& t : ts) t.join();
+      _exit(hidden ? 0 : 1);
+    }
+    ++children;
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  stop.store(true);
+  churner.join();
+  CHECK(ok == children);
 }
