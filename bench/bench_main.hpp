@@ -11,15 +11,19 @@
 
 namespace sluice_bench {
 
-inline std::vector<int> thread_counts() {
-  const char* env = std::getenv("SLUICE_BENCH_THREADS");
-  std::stringstream in(env != nullptr && *env != '\0' ? env : "1,2,4,8");
+// The positive numbers of a comma-separated list in the environment variable `name`, or of
+// `otherwise` where it is unset or empty.
+inline std::vector<int> counts_from(const char* name, const char* otherwise) {
+  const char* env = std::getenv(name);
+  std::stringstream in(env != nullptr && *env != '\0' ? env : otherwise);
   std::vector<int> counts;
   for (std::string item; std::getline(in, item, ',');) {
     if (const int n = std::atoi(item.c_str()); n > 0) counts.push_back(n);
   }
   return counts;
 }
+
+inline std::vector<int> thread_counts() { return counts_from("SLUICE_BENCH_THREADS", "1,2,4,8"); }
 
 // Which of the thread counts a benchmark runs at: a workload that pairs threads up (a producer
 // and its consumer) needs at least two, and an even number; a ping-pong exactly two.

@@ -157,15 +157,7 @@ inline constexpr which_counts flow_counts{.min_threads = 2, .even_only = true};
 // start (VmHWM, reset through /proc/self/clear_refs), and for a pool hit_rate (percent of takes
 // answered from retained blocks) and fresh_per_buffer (takes that allocated, per block).
 
-inline std::vector<int> pattern_thread_counts() {
-  const char* env = std::getenv("SLUICE_BENCH_PATTERN_THREADS");
-  std::stringstream in(env != nullptr && *env != '\0' ? env : "1,2,8,64,512");
-  std::vector<int> counts;
-  for (std::string item; std::getline(in, item, ',');) {
-    if (const int n = std::atoi(item.c_str()); n > 0) counts.push_back(n);
-  }
-  return counts;
-}
+inline std::vector<int> pattern_thread_counts() { return counts_from("SLUICE_BENCH_PATTERN_THREADS", "1,2,8,64,512"); }
 
 // The pools' bound in the patterns (pool_bench.cpp): twice what 256 pairs' rings hold in flight,
 // and no admission beyond the rings (the tests, test/many_threads_test.cpp, take the bounds

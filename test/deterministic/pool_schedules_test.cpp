@@ -305,29 +305,30 @@ TEST_CASE("a take that straddles a trim keeps what was retired after the trim re
   MESSAGE("take against trim: R stopped at " << stops << " switch points");
 }
 
-TEST_CASE("take and retire complete while another thread is stopped anywhere inside them") {
-  // Lock-freedom, checked directly: G's calls (the pool's first retires, so the slot table grows
-  // under them and each cache makes its magazine) are stopped at their k-th switch point, for
-  // every k, inside a mutex too, and H must finish its own takes and retires of the same class
-  // while G stays stopped. A lock held by G, such as a mutex around the slot table's growth or
-  // around the install of a magazine (as there was, under admin_mutex), would leave H waiting for
-  // G forever (here: past a budget).
+// Lock-freedom, checked directly: G's measured calls are stopped at their k-th switch point, for
+// every k (inside a mutex too), and H must finish its own calls while G stays stopped; a lock held
+// by G that H needs would leave H waiting for G forever (here: past a budget). Each pool comes
+// from make(cached), caching and not; both threads make a first call before (an enrolment may
+// block: not measured). H does not exit under the scheduler, since an exit takes admin_mutex (it
+// blocks, as documented): its thread's real exit gives its cache back after the run. Answers how
+// many switch points G was stopped at.
+template <class MakePool, class GCalls, class HCalls>
+std::uint64_t stop_g_everywhere(MakePool make, GCalls g_calls, HCalls h_calls) {
   std::uint64_t stops = 0;
   for (const bool cached : {false, true}) {
     for (std::uint64_t k = 1;; ++k) {
       CAPTURE(cached);
       CAPTURE(k);
-      sluice::pool p{pool_options{.bound = 64, .thread_cache = cached}};
+      sluice::pool p{make(cached)};
       bool warm_g = false, warm_h = false, measuring = false;
       stop_at stop{0, k, measuring};
       scheduler::run(
           {[&] {
-             (void)p.take(1);  // the first call enrolls, which may block: not measured
+             (void)p.take(1);
              warm_g = true;
              scheduler::wait_until([&] { return warm_h; });
              measuring = true;
-             for (int i = 0; i < 3; ++i) p.retire(buffer(1024));
-             for (int i = 0; i < 3; ++i) p.retire(p.acquire(1024));
+             g_calls(p);
              measuring = false;
              exit_thread();
            },
@@ -335,9 +336,7 @@ TEST_CASE("take and retire complete while another thread is stopped anywhere ins
              (void)p.take(1);
              warm_h = true;
              scheduler::wait_until([&] { return stop.stopped || (warm_g && !measuring && stop.points > 0); });
-             for (int i = 0; i < 3; ++i) p.retire(buffer(1024));
-             for (int i = 0; i < 3; ++i) p.retire(p.acquire(1024));
-             exit_thread();
+             h_calls(p);
            }},
           [&](const moment& m) { return stop.pick(m); });
       CHECK_FALSE(stop.stuck);
@@ -345,50 +344,40 @@ TEST_CASE("take and retire complete while another thread is stopped anywhere ins
       ++stops;
     }
   }
+  return stops;
+}
+
+TEST_CASE("take and retire complete while another thread is stopped anywhere inside them") {
+  // G's calls are the pool's first retires of a class, so the slot table grows under them and
+  // each cache makes its magazine: a mutex around the table's growth, or around the install of a
+  // magazine (as there was, under admin_mutex, until issue 23), would keep H's calls of the same
+  // class waiting.
+  const auto takes_and_retires = [](sluice::pool& p) {
+    for (int i = 0; i < 3; ++i) p.retire(buffer(4096));
+    for (int i = 0; i < 3; ++i) p.retire(p.acquire(4096));
+  };
+  const std::uint64_t stops = stop_g_everywhere(
+      [](bool cached) { return pool_options{.bound = 64, .thread_cache = cached}; }, takes_and_retires,
+      takes_and_retires);
   MESSAGE("lock-freedom: G stopped at " << stops << " switch points, H finished every time");
 }
 
 TEST_CASE("take, retire and a pmr deallocate complete while another thread holds the pool's mutex") {
-  // stats() and trim() hold admin_mutex (and trim each CPU cache in turn): G is stopped at each
-  // switch point of theirs, inside the mutex too, and H's takes and retires of a class it has
-  // never used (its first magazine: made under admin_mutex until issue 23), and the deallocate a
-  // pool_resource makes, must complete meanwhile. Both caching and not; with bound 64, H has a
-  // seat when caching. A small ceiling keeps the classes, and trim's switch points, few.
-  std::uint64_t stops = 0;
-  for (const bool cached : {false, true}) {
-    for (std::uint64_t k = 1;; ++k) {
-      CAPTURE(cached);
-      CAPTURE(k);
-      sluice::pool p{pool_options{.bound = 64, .ceiling = 8192, .thread_cache = cached}};
-      bool warm_g = false, warm_h = false, measuring = false;
-      stop_at stop{0, k, measuring};
-      scheduler::run(
-          {[&] {
-             p.retire(p.acquire(1024));  // the first call enrolls, which may block: not measured
-             warm_g = true;
-             scheduler::wait_until([&] { return warm_h; });
-             measuring = true;
-             (void)p.stats();
-             p.trim();
-             measuring = false;
-             exit_thread();
-           },
-           [&] {
-             (void)p.take(1);
-             warm_h = true;
-             scheduler::wait_until([&] { return stop.stopped || (warm_g && !measuring && stop.points > 0); });
-             p.retire(buffer(4096));
-             p.retire(p.acquire(4096));
-             (void)p.take(4096);
-             sluice::detail::exact_class::deallocate(p, sluice::detail::exact_class::allocate(p, 2048), 2048);
-             // No exit_thread() here: an exit takes admin_mutex (it blocks, as documented); this
-             // thread's real exit gives its cache back after the run.
-           }},
-          [&](const moment& m) { return stop.pick(m); });
-      CHECK_FALSE(stop.stuck);
-      if (!stop.reached) break;
-      ++stops;
-    }
-  }
+  // stats() and trim() hold admin_mutex (and trim each CPU cache in turn): H's takes and retires
+  // of a class it has never used (its first magazine), and the deallocate a pool_resource makes,
+  // must complete while G is stopped inside them. With bound 64, H has a seat when caching. A
+  // small ceiling keeps the classes, and trim's switch points, few.
+  const std::uint64_t stops = stop_g_everywhere(
+      [](bool cached) { return pool_options{.bound = 64, .ceiling = 8192, .thread_cache = cached}; },
+      [](sluice::pool& p) {
+        (void)p.stats();
+        p.trim();
+      },
+      [](sluice::pool& p) {
+        p.retire(buffer(4096));
+        p.retire(p.acquire(4096));
+        (void)p.take(4096);
+        sluice::detail::exact_class::deallocate(p, sluice::detail::exact_class::allocate(p, 2048), 2048);
+      });
   MESSAGE("G stopped at " << stops << " switch points of stats and trim; H finished every time");
 }

@@ -8,8 +8,10 @@
 // the thread last brought its cache up to date with it, and `view` the magazine to use per size
 // class. Every pool's state word is unique to that pool and that moment (lib/pool/core.hpp), so
 // one compare, key == the pool's state word, stands for "this thread's cache, of this pool, up to
-// date, the pool enabled"; any other answer sends the call to the general path (lib/pool.cpp),
-// which brings the cache up to date and points the front at it again.
+// date, the pool enabled"; any other answer sends the call to the general path
+// (lib/pool/pool.cpp), which brings the cache up to date and points the front at it again. Only
+// a thread whose cache has a seat has its front pointed at it (sluice/pool.hpp, THREAD CACHES):
+// the others' calls all go to the general path, and to the cache of the CPU they run on.
 //
 // A magazine holds one class's cached buffers, items[0, count), and owns `owned` places of the
 // pool's bound, one for each buffer it holds and the rest spare: a take that hits leaves its
