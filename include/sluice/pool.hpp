@@ -60,7 +60,7 @@
 //     pool while one is free, or at a later call once another thread's exit has freed one.
 //   - CPU caches: the other threads share min(CPUs, bound / (4 * C)) caches, one per CPU; a call
 //     holds the one of the CPU it runs on for its length (one atomic exchange), and goes to the
-//     shared stacks if another call holds it.
+//     shared stacks if another call holds it, or a trim runs.
 // What they relax, exactly, at every instant and for any number of threads:
 //   - take on one thread may miss buffers that other live threads' caches hold: at most
 //     bound / 4 of them in all. A take looks into the CPU caches at each class it tries, after
@@ -85,10 +85,12 @@
 // for each (and a seat in each that has one free), and only its first call to each pool makes
 // one. docs/many_threads.md tells why caches are bounded so, and what it costs.
 //
-// FAST PATH. take, acquire and retire are inline: a call that its thread's cache can answer (a
-// take whose class holds a buffer there, a retire of a buffer of a class's own size with a
-// spare place there) runs in the caller's code, without a call or an atomic read-modify-write;
-// callgrind counts 38 instructions for a take and a retire together (scripts/instructions.sh).
+// FAST PATH. take, acquire and retire are inline: a call that its thread's own cache can answer
+// (the thread holds a seat, and a take's class holds a buffer there, or a retire's buffer has a
+// class's own size and a spare place there) runs in the caller's code, without a call or an
+// atomic read-modify-write;
+// callgrind counts 38 instructions for a take and a retire together, 45 when the compiler cannot
+// see the size (scripts/instructions.sh).
 // The inline path serves the pool its thread called last; a thread that alternates between
 // pools goes through the library's general path at each switch, and finds its cache there. The
 // inline code reads the library's layout of a cache: a program must be built against the
@@ -104,11 +106,12 @@
 // used before.
 //
 // FORK. A process may fork() at any moment: every pool (and mutex_pool) registers, through
-// pthread_atfork, to hold its mutexes across the fork, so the child can use every pool it
-// inherits. The parent's other threads do not exist in the child: what their caches held, and
-// the buffers their calls in flight at the fork held, stay allocated but are lost to the pool
-// (not freed, as jemalloc's and mimalloc's thread caches are not), and the bound's count and
-// the statistics are made exact again, in the child, from what it can reach. As with malloc,
+// pthread_atfork, to hold its mutexes and its CPU caches across the fork, so the child can use
+// every pool it inherits, the CPU caches whole, and its own threads take every seat. The parent's
+// other threads do not exist in the child: what their caches held, and the buffers their calls
+// in flight at the fork held, stay allocated but are lost to the pool (not freed, as jemalloc's
+// and mimalloc's thread caches are not), and the bound's count and the statistics are made exact
+// again, in the child, from what it can reach. As with malloc,
 // a fork from a signal handler that interrupted a call to the same pool is not supported.
 //
 // PROGRESS. take and retire of the pool's own classes are lock-free: a thread stopped anywhere
