@@ -56,8 +56,9 @@
 // threads use it:
 //   - thread caches: up to bound / (4 * C) threads at once hold a seat (8 at bound 1024, 32 at
 //     4096) and cache for themselves; a call that hits runs inline in the caller, with no atomic
-//     read-modify-write at all (FAST PATH below). A thread takes a seat at its first call to the
-//     pool while one is free, or at a later call once another thread's exit has freed one.
+//     read-modify-write at all (FAST PATH below). A thread takes a seat at its first take or
+//     retire of a buffer while one is free, or at a later one once another thread's exit has
+//     freed one.
 //   - CPU caches: the other threads share min(CPUs, bound / (4 * C)) caches, one per CPU; a call
 //     holds the one of the CPU it runs on for its length (one atomic exchange), and goes to the
 //     shared stacks if another call holds it, or a trim runs.
@@ -65,13 +66,14 @@
 //   - take on one thread may miss buffers that other live threads' caches hold: at most
 //     bound / 4 of them in all. A take looks into the CPU caches at each class it tries, after
 //     its own cache and the shared stack, so what they hold escapes it only while another call
-//     holds them. A batch crosses
+//     holds them, or a trim runs (which empties them: calls that overlap it leave them to it). A batch crosses
 //     between threads when a magazine or the cache is full (retire) or empty (take), so frames
 //     that one thread takes and another retires do recycle.
 //   - a retire may be dropped while retained() is below the bound by the places that caches hold
 //     spare (retained() counts only buffers held): at most bound / 4 in other threads' caches,
-//     and what CPU caches held by other calls hold. A retire at the bound takes the spare places
-//     of its own thread's cache and of the CPU caches no call holds.
+//     and what CPU caches held by other calls hold (all of theirs while a trim runs). A retire at
+//     the bound takes the spare places of its own thread's cache and of the CPU caches no call
+//     holds.
 //   - trim() and set_enabled(false) free what CPU caches hold before they return, and what
 //     another live thread's cache holds at that thread's next call to the pool (any call), or at
 //     its exit. "Next" means a call that the trim() or set_enabled() happens-before, in the C++
@@ -123,10 +125,11 @@
 // on a thread's own cache touches only that cache and performs no atomic read-modify-write.
 // Blocking, on a mutex: a thread's first call to a pool, its exit, buffers whose capacity is not
 // a class size, stats(), retained(), trim() (which also waits for the calls it finds holding a
-// CPU cache or moving a batch between a cache and the shared stacks as it starts, a few
-// instructions each, never for later ones), set_enabled(false), ~pool, and the calls of a
-// thread that has no cache (it is past its thread_local destructors, or no memory was left for
-// one) and finds its CPU cache in use.
+// CPU cache or moving a batch between a cache and the shared stacks as it starts, and for a
+// later call only while it takes a CPU cache and reads the trim's stamp, freeing what that
+// cache held from before the trim if the trim has not reached it yet),
+// set_enabled(false), ~pool, and the calls of a thread that has no cache (it is past its
+// thread_local destructors, or no memory was left for one) and finds its CPU cache in use.
 // The stacks' heads carry a 32-bit tag against ABA; like every tagged Treiber stack, they rely
 // on no thread being stopped between reading a head and its CAS for an exact multiple of 2^32
 // changes of that head.

@@ -44,8 +44,10 @@ cache& this_cpus(core& c) noexcept {
 }
 
 // Whether this call may use CPU caches: the pool has some, and no trim ran when the call read the
-// state word. A call that sees a trim leaves them to it (and goes to the shared stacks), so that
-// trim waits only for calls that took a CPU cache before they could know of it (PROGRESS).
+// state word. A call that sees a trim leaves them to it (and goes to the shared stacks), and one
+// that learns of it only once it holds one lets it go at once, so that trim waits only for calls
+// that took a CPU cache before its stamp, and for a later call only until it reads the stamp
+// (PROGRESS in sluice/pool.hpp; what calls that overlap a trim then miss: THREAD CACHES).
 bool may_use(const caller& k) noexcept { return k.c.cpu_cache_count > 0 && !trimming_in(k.state); }
 
 // A hint, read without the lock: whether cc's magazine of class cls holds a buffer.
@@ -60,9 +62,14 @@ cpu_cache_hold::cpu_cache_hold(caller& k) noexcept : k_(k), own_(k.tc) {
   if (k.caches() || !may_use(k)) return;
   cache& cc = this_cpus(k.c);
   if (!try_hold(cc)) return;
+  const std::uint64_t state = bring_up_to_date(k.c, cc);
+  if (trimming_in(state)) {  // a trim began since the call read the word: the cache is the trim's
+    let_go(cc);
+    return;
+  }
   held_ = &cc;
   k.tc = &cc;
-  k.state = bring_up_to_date(k.c, cc);
+  k.state = state;
 }
 
 cpu_cache_hold::~cpu_cache_hold() {

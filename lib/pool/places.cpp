@@ -73,7 +73,10 @@ std::uint32_t gather_loose(caller& k, const magazine* except, std::uint32_t want
     auto got = static_cast<std::uint32_t>(reserve(k.c, std::min(room, std::max(want, k.c.place_batch))));
     if (got == 0) {  // the bound is spent: this cache's own spare places, else the CPU caches'
       drop_all_spare(k, except);
-      if (loose_of(tc) == 0 && borrow_from_cpu_caches(k, want) > 0) {
+      if (loose_of(tc) == 0) {
+        // Again whatever the borrow answers: a CPU cache brought up to a trim while it lent
+        // gave its places back to the counter without lending them.
+        borrow_from_cpu_caches(k, want);
         got = static_cast<std::uint32_t>(reserve(k.c, std::min(room, want)));
       }
     }
@@ -139,7 +142,8 @@ bool take_place(caller& k) noexcept {
       return true;
     }
   }
-  return borrow_from_cpu_caches(k, 1) > 0 && reserve(k.c, 1) == 1;
+  borrow_from_cpu_caches(k, 1);  // then the counter again, whatever it answers (as gather_loose)
+  return reserve(k.c, 1) == 1;
 }
 
 // Up to place_batch, within its limit, gathered as gather_loose() does; a full magazine first

@@ -459,8 +459,11 @@ void adopt_after_fork(core& c) noexcept {
   // The seats: this thread's, if it has one. Counted afresh, since a thread stopped by the fork
   // between taking a seat and entering its cache in the registry has a seat no cache holds.
   c.seats.store(mine != nullptr && mine->caching ? 1 : 0, std::memory_order_relaxed);
-  // A trim that another thread was running may have left CPU caches behind its generation: they
-  // free what they hold now, as that trim would have (the fork holds their locks).
+  // A trim that another thread was running is over: the child's refills must not wait for it. A
+  // fresh stamp, so that the CPU caches, which that trim may have left behind its generation
+  // (even before its own stamp), free what they hold now, as it would have (the fork holds their
+  // locks).
+  restamp(c, [](std::uint64_t w) { return w & ~detail::trims_mask; }, std::memory_order_relaxed);
   detail::catch_up_cpu_caches(c, /*held=*/true);
   std::size_t places = 0;
   std::uint64_t bytes = 0;
@@ -483,8 +486,6 @@ void adopt_after_fork(core& c) noexcept {
     });
   }
   c.reserved.store(places, std::memory_order_relaxed);
-  // A trim that another thread was running is over: the child's refills must not wait for it.
-  restamp(c, [](std::uint64_t w) { return w & ~detail::trims_mask; }, std::memory_order_relaxed);
   // What the lost caches held leaves the byte count as if freed; a call stopped between moving
   // a buffer and counting it is counted as having finished.
   const std::uint64_t in = sum.bytes_in.load(std::memory_order_relaxed);
