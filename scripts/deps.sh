@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# Installs, from Debian 12's packages, what sluice needs and this machine lacks.
-#   scripts/deps.sh test    the build, the test suite and its sanitizers
-#   scripts/deps.sh bench   that, plus the allocators and plotting the benchmark compares with
+# Installs, from Debian 12's packages, what sluice needs and this machine lacks, for each word
+# given: a mode of scripts/test.sh, a test suite, or bench.
+#   scripts/deps.sh plain unit concurrency   what the contributor's loop needs in its plain mode
+#   scripts/deps.sh bench                    the benchmark suite and the allocators it compares with
 set -euo pipefail
 
-# The tests: the compilers (clang and its runtime for the fuzzer; the aarch64 cross compiler, and
-# qemu to run what it builds), the build tools, git, CMake and pkg-config for the install tests
-# (CMake also finds doctest for the cross build), and doctest.
-packages=(g++ clang libclang-rt-14-dev g++-aarch64-linux-gnu qemu-user meson ninja-build pkg-config cmake
-          python3 git doctest-dev)
-# libc++ for the clang-libc++ mode; the riscv64 cross compiler (run under the same qemu-user).
-packages+=(libc++-14-dev libc++abi-14-dev g++-riscv64-linux-gnu)
-# Relacy, the relaxed-memory model checker that test/relacy runs the library under (header-only).
-packages+=(relacy-dev)
-if [[ ${1:-test} == bench ]]; then
-  packages+=(libbenchmark-dev libboost-dev libmimalloc-dev libjemalloc-dev libtbb-dev python3-matplotlib)
-fi
+# Every build: the compiler, the build tools, doctest, and Python for the scripts.
+packages=(g++ meson ninja-build pkg-config python3 doctest-dev)
+for word in "$@"; do
+  case $word in
+    clang | clang-tsan) packages+=(clang libclang-rt-14-dev) ;;
+    clang-libc++ | clang-libc++-tsan) packages+=(clang libclang-rt-14-dev libc++-14-dev libc++abi-14-dev) ;;
+    # A cross compiler and qemu to run what it builds; CMake finds doctest for the cross build.
+    aarch64) packages+=(g++-aarch64-linux-gnu qemu-user cmake) ;;
+    riscv64) packages+=(g++-riscv64-linux-gnu qemu-user cmake) ;;
+    model) packages+=(relacy-dev) ;;  # Relacy, header-only, which test/relacy runs the library under
+    fuzz) packages+=(clang libclang-rt-14-dev) ;;  # libFuzzer comes with Clang's runtime
+    packaging) packages+=(git cmake) ;;  # the dist test clones; the install test finds sluice through CMake
+    bench) packages+=(libbenchmark-dev libboost-dev libmimalloc-dev libjemalloc-dev libtbb-dev
+                      python3-matplotlib) ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
