@@ -750,8 +750,11 @@ void pool::trim() noexcept {
   caller k{c, detail::cache_of_this_thread(c, /*make=*/false), 0};
   c.generation.fetch_add(1, std::memory_order_relaxed);  // (G): T1 releases it
   k.state = restamp(c, [](std::uint64_t w) { return w + detail::one_trim; }, std::memory_order_seq_cst);  // (T1)
-  detail::catch_up_cpu_caches(c);                                            // what they hold from before
   await_publishers(c);                                                       // (T2)
+  // What the CPU caches hold from before. After T2, not between T1 and T2: either way it comes
+  // before the stacks' drain, and T1 and T2 close together keep trims overlapping flushes in the
+  // Relacy checks of (P) (with this between them, no weakened ordering of (P) was reported).
+  detail::catch_up_cpu_caches(c);
   for (std::size_t cls = 0; cls < c.classes.count(); ++cls) drain(k, cls);  // (S3)
   std::size_t count = 0, bytes = 0;
   {
