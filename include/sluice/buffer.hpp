@@ -9,9 +9,7 @@
 // a capacity below the size is raised to the size.
 #pragma once
 
-#if __cplusplus < 202002L
-#error "sluice needs C++20 (-std=c++20, or cpp_std=c++20 in Meson, or cxx_std_20 in CMake)"
-#endif
+#include "sluice/detail/platform.hpp"
 
 #include <cstddef>
 #include <new>

@@ -87,6 +87,7 @@
 #include <utility>
 
 #include "sluice/detail/atomic.hpp"
+#include "sluice/detail/platform.hpp"
 
 namespace sluice {
 
