@@ -32,13 +32,12 @@ class size_classes {
   constexpr std::size_t size(std::size_t c) const noexcept {
     return std::min(nominal_class_size(c), ceiling_);
   }
-  // The class that serves a request of n (n <= ceiling).
+  // The class that serves a request of n (n <= ceiling). A buffer (capacity <= ceiling) is filed
+  // under class of(capacity). It is on-class when its capacity is that class's size, and then
+  // lives on the class's lock-free stack. Any other capacity lies strictly between size(c - 1)
+  // and size(c): off-class, kept on the locked shelves, and smaller than every on-class buffer of
+  // its class.
   constexpr std::size_t of(std::size_t n) const noexcept { return class_of(n); }
-  // A buffer (capacity <= ceiling) is filed under class of(capacity). It is on-class when its
-  // capacity is that class's size, and then lives on the class's lock-free stack. Any other
-  // capacity lies strictly between size(c - 1) and size(c): off-class, kept on the locked
-  // shelves, and smaller than every on-class buffer of its class.
-  constexpr bool on_class(std::size_t capacity) const noexcept { return size(of(capacity)) == capacity; }
 
   // The capacity acquire() gives fresh memory for a request of n: n's class, or n itself above
   // the ceiling (such a buffer is never kept, so rounding it up would only waste memory).
@@ -66,7 +65,8 @@ static_assert(class_of(32) == 4 && class_of(33) == 5 && nominal_class_size(5) ==
 static_assert(nominal_class_size(class_of(1000)) == 1024 && nominal_class_size(class_of(800)) == 896);
 static_assert(class_of(std::numeric_limits<std::size_t>::max()) == 240);
 static_assert(size_classes(1000).size(size_classes(1000).count() - 1) == 1000);
-static_assert(size_classes(1000).on_class(1000) && !size_classes(4096).on_class(1000));
+static_assert(size_classes(1000).size(size_classes(1000).of(1000)) == 1000 &&  // the top class, cut
+              size_classes(4096).size(size_classes(4096).of(1000)) == 1024);   // off-class there
 static_assert(size_classes(0).count() == 1 && size_classes(0).size(0) == 0);
 
 }  // namespace sluice::detail
