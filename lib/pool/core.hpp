@@ -167,8 +167,9 @@ struct pool::core final : detail::fork_aware {
 
   // The pool object's state word; used only while the pool lives (`alive`).
   detail::atomic<std::uint64_t>& state;
-  // Trims begun. (G) Bumped, relaxed, before the trim's stamp (T1), whose release carries it to
-  // whoever reads that word with acquire (enter() in pool.cpp), or with seq_cst (P2, R2).
+  // Trims begun. (G) Bumped with release just after the trim's stamp (T1), and carried by its end
+  // (T3, a release) to whoever reads a later word with acquire (read_view in pool.cpp) or seq_cst
+  // (P2, R2); while the trim runs, the word itself shows it.
   detail::atomic<std::uint64_t> generation{0};
   // Places of the bound in use; see the file comment. Relaxed everywhere: it publishes nothing,
   // and a place is always given back after it was taken, since a buffer's trip from retire to
@@ -301,9 +302,16 @@ void let_go_cpu_caches(pool::core& c) noexcept;
 
 // ---- a cache's state (pool/pool.cpp) ------------------------------------------------------------
 
-// Brings tc up to the state word `state` (read with acquire): frees what it caches when a trim
-// began since, or the pool is off, and aims its view again.
-void catch_up(pool::core& c, cache& tc, std::uint64_t state) noexcept;
+// The state word and the generation, as of one moment: a cache records both, and must never
+// pair a trim's generation with a word from before the trim.
+struct view {
+  std::uint64_t state;
+  std::uint64_t generation;
+};
+view read_view(pool::core& c) noexcept;
+// Brings tc up to `now`: frees what it caches when a trim began since or runs, or the pool is
+// off, and aims its view again.
+void catch_up(pool::core& c, cache& tc, const view& now) noexcept;
 // Reads the state word (F') and brings tc up to it if it moved; answers the word.
 std::uint64_t bring_up_to_date(pool::core& c, cache& tc) noexcept;
 // Everything tc holds leaves it: buffers go to the shared stacks when `keep` (a thread that

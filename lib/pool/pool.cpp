@@ -19,8 +19,8 @@
 //       then reads every cache's flag (T2, seq_cst) and waits while one is up, until it moves
 //       on, and only then empties the stacks (S3). Each side stores, then loads what the other
 //       stores, so in the single total order of seq_cst operations either P2 follows T1 (the
-//       publisher sees the trim, through the state word and the generation (G) it carries, and
-//       does not push) or T2 follows P1 (trim waits for P3, which then happens-before its pops,
+//       publisher sees the trim: the word shows it running, or, once it has ended, the
+//       generation (G) that its end carries has moved; and does not push) or T2 follows P1 (trim waits for P3, which then happens-before its pops,
 //       so they find the chain). Buffers kept before a trim therefore never outlive it on a
 //       stack, and trim never touches a buffer retired after it returned: there is no drain on
 //       the publisher's side. trim waits only for the publish it found in progress, so
@@ -152,8 +152,8 @@ void lower_flag(cache& tc, std::uint32_t flag) noexcept {
   tc.publishing.store(flag + 1, std::memory_order_release);  // (P3): pairs with trim's wait
 }
 
-// Whether no trim has begun since the cache's last catch-up (the generation read after P2 or R2,
-// whose seq_cst load carries (G)).
+// Whether no trim has ended since the cache's last catch-up, given that P2 or R2 found none
+// running (their seq_cst load, an acquire, carries (G) from the trim's end, T3).
 bool same_generation(const caller& k) noexcept {
   return k.c.generation.load(std::memory_order_relaxed) == k.tc->synced_generation;
 }
@@ -175,7 +175,7 @@ bool publish(caller& k, std::size_t cls, const chain& ch, bool earlier) noexcept
   }
   const std::uint32_t flag = raise_flag(*k.tc);                         // (P1)
   const std::uint64_t now = k.c.state.load(std::memory_order_seq_cst);  // (P2)
-  const bool push = enabled_in(now) && (!earlier || same_generation(k));
+  const bool push = enabled_in(now) && (!earlier || (!trimming_in(now) && same_generation(k)));
   if (push) k.c.stacks[cls].push_chain(k.c.slots, ch);                  // (S1)
   lower_flag(*k.tc, flag);                                              // (P3)
   return push;
@@ -552,26 +552,41 @@ void empty_cache(caller& k, bool keep) noexcept {
   }
 }
 
-// A trim began since (the generation, read after the word, sees it: (G)) or the pool is off:
-// what the cache holds goes. Its view is aimed again, since an off-class shelving may be why the
-// word moved.
-void catch_up(core& c, cache& tc, std::uint64_t state) noexcept {
-  caller k{c, &tc, state};
-  const std::uint64_t generation = c.generation.load(std::memory_order_relaxed);
-  if (generation != tc.synced_generation || !enabled_in(state)) empty_cache(k, /*keep=*/false);
-  tc.synced_state = state;
-  tc.synced_generation = generation;
+// A trim began since, or runs, or the pool is off: what the cache holds goes. Its view is aimed
+// again, since an off-class shelving may be why the word moved.
+void catch_up(core& c, cache& tc, const view& now) noexcept {
+  caller k{c, &tc, now.state};
+  if (trimming_in(now.state) || now.generation != tc.synced_generation || !enabled_in(now.state)) {
+    empty_cache(k, /*keep=*/false);
+  }
+  tc.synced_state = now.state;
+  tc.synced_generation = now.generation;
   if (tc.view) {
     for (std::size_t cls = 0; cls < c.classes.count(); ++cls) aim_view(k, cls);
   }
 }
 
+view read_view(core& c) noexcept {
+  for (;;) {
+    // (F') acquire: a trim's end (T3) releases its generation (G), a shelving its off-class flag;
+    // a call that reads the word they wrote sees those too.
+    const std::uint64_t state = c.state.load(std::memory_order_acquire);
+    // acquire: pairs with (G), so that a generation bumped by a trim whose stamp (T1) came after
+    // `state` shows in the word read again below (T1 is sequenced before the bump).
+    const std::uint64_t generation = c.generation.load(std::memory_order_acquire);
+    // Relaxed: after the acquire above. An unchanged word means no trim stamped in between (the
+    // words are never repeated), so `generation` counts exactly the trims stamped up to `state`,
+    // those still running aside (a running trim shows in the word itself).
+    if (c.state.load(std::memory_order_relaxed) == state) return {state, generation};
+  }
+}
+
 std::uint64_t bring_up_to_date(core& c, cache& tc) noexcept {
-  // (F') acquire: a trim's restamp (T1) releases its generation (G), a shelving its off-class
-  // flag; a call that reads the word they wrote sees those too.
-  const std::uint64_t state = c.state.load(std::memory_order_acquire);
-  if (state != tc.synced_state) catch_up(c, tc, state);
-  return state;
+  const std::uint64_t state = c.state.load(std::memory_order_acquire);  // (F'), as read_view
+  if (state == tc.synced_state) return state;
+  const view now = read_view(c);
+  catch_up(c, tc, now);
+  return now.state;
 }
 
 cache::cache(pool::core& c, kind k)
@@ -579,9 +594,11 @@ cache::cache(pool::core& c, kind k)
       owner(k),
       class_count(c.caching ? c.classes.count() : 0),
       caching(k == kind::cpu),
-      synced_state(c.state.load(std::memory_order_acquire)),  // (F'), as bring_up_to_date reads it
-      synced_generation(c.generation.load(std::memory_order_relaxed)),
-      magazines(std::make_unique<detail::atomic<magazine*>[]>(class_count)) {}
+      magazines(std::make_unique<detail::atomic<magazine*>[]>(class_count)) {
+  const detail::view now = read_view(c);  // one view, as a catch-up records it
+  synced_state = now.state;
+  synced_generation = now.generation;
+}
 
 cache::~cache() {
   for (std::size_t cls = 0; cls < class_count; ++cls) delete find(cls);
@@ -748,8 +765,10 @@ bool pool::enabled() const noexcept {
 void pool::trim() noexcept {
   core& c = *core_;
   caller k{c, detail::cache_of_this_thread(c, /*make=*/false), 0};
-  c.generation.fetch_add(1, std::memory_order_relaxed);  // (G): T1 releases it
   k.state = restamp(c, [](std::uint64_t w) { return w + detail::one_trim; }, std::memory_order_seq_cst);  // (T1)
+  // (G) release: after T1, so that a cache never records the trim's generation with a word from
+  // before it (read_view); T3 releases it again to those who read the word after the trim.
+  c.generation.fetch_add(1, std::memory_order_release);
   await_publishers(c);                                                       // (T2)
   // What the CPU caches hold from before. After T2, not between T1 and T2: either way it comes
   // before the stacks' drain, and T1 and T2 close together keep trims overlapping flushes in the

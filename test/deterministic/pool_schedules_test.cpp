@@ -11,7 +11,9 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -303,6 +305,57 @@ TEST_CASE("a take that straddles a trim keeps what was retired after the trim re
     ++stops;
   }
   MESSAGE("take against trim: R stopped at " << stops << " switch points");
+}
+
+TEST_CASE("what a cache holds from before a trim is gone when the trim returns, wherever the trim stops") {
+  // The shared stack holds buffers retired before the trim. T trims, stopped at each of its switch
+  // points in turn; while it stays stopped, S takes, which refills S's cache from the stack. Once
+  // the trim has returned, nothing from before it may be retained, nor answered by S's next take.
+  // S caches for itself (a seat), or shares its CPU's cache (every seat held elsewhere, and the
+  // CPU cache behind the state word: an off-class shelving restamped it). The review of issue 23
+  // found the gap this closes: a cache caught up between the trim's bump of the generation and
+  // its stamp recorded the new generation with the old word, and kept its refill past the trim.
+  for (const bool seated : {true, false}) {
+    CAPTURE(seated);
+    std::uint64_t stops = 0;
+    for (std::uint64_t k = 1;; ++k) {
+      CAPTURE(k);
+      sluice::pool p{pool_options{.bound = seated ? 256u : 64u}};  // 64: four seats
+      std::thread([&] {  // takes a seat, retires six, and at its exit leaves them on the stack
+        for (std::uint64_t m = 1; m <= 6; ++m) p.retire(marked(1024, m));
+        exit_thread();
+      }).join();
+      std::optional<seat_holders> holders;
+      if (!seated) {
+        holders.emplace(p, 4);
+        p.retire(buffer(100));  // off-class: shelved, with a restamp of the word
+      }
+      bool armed = false, trimmed = false;
+      std::uint64_t after = 0;
+      stop_at stop{0, k, armed};
+      scheduler::run(
+          {[&] {
+             armed = true;
+             p.trim();
+             trimmed = true;
+           },
+           [&] {
+             scheduler::wait_until([&] { return stop.stopped || trimmed; });
+             (void)p.take(1024);
+             scheduler::wait_until([&] { return trimmed; });
+             if (buffer b = p.take(1024)) after = mark_of(b);
+             exit_thread();
+           }},
+          [&](const moment& m) { return stop.pick(m); });
+      CHECK(after == 0);
+      std::size_t left = 0;
+      while (p.take(1024)) ++left;
+      CHECK(left == 0);
+      if (!stop.reached) break;
+      ++stops;
+    }
+    MESSAGE(std::string(seated ? "seated" : "through a CPU cache") << ": T stopped at " << stops << " switch points");
+  }
 }
 
 // Lock-freedom, checked directly: G's measured calls are stopped at their k-th switch point, for
