@@ -460,9 +460,10 @@ void adopt_after_fork(core& c) noexcept {
   // between taking a seat and entering its cache in the registry has a seat no cache holds.
   c.seats.store(mine != nullptr && mine->caching ? 1 : 0, std::memory_order_relaxed);
   // A trim that another thread was running is over: the child's refills must not wait for it. A
-  // fresh stamp, so that the CPU caches, which that trim may have left behind its generation
-  // (even before its own stamp), free what they hold now, as it would have (the fork holds their
-  // locks).
+  // fresh stamp, so that the CPU caches, which that trim may have left behind its generation,
+  // free what they hold now, as it would have (the fork holds their locks). A fork between its
+  // stamp and its bump of the generation leaves them what they hold: that trim never returns in
+  // the child, so nothing it would have freed is owed.
   restamp(c, [](std::uint64_t w) { return w & ~detail::trims_mask; }, std::memory_order_relaxed);
   detail::catch_up_cpu_caches(c, /*held=*/true);
   std::size_t places = 0;
