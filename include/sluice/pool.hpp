@@ -129,7 +129,11 @@
 // later call only while it takes a CPU cache and reads the trim's stamp, freeing what that
 // cache held from before the trim if the trim has not reached it yet),
 // set_enabled(false), ~pool, and the calls of a thread that has no cache (it is past its
-// thread_local destructors, or no memory was left for one) and finds its CPU cache in use.
+// thread_local destructors, or no memory was left for one) and finds its CPU cache in use or a
+// trim running (it then publishes under the mutex that trim holds while it waits for calls).
+// A call that brings its cache up to date reads the state word again until it stands still, so
+// a stream of trims, switches and off-class shelvings, each a completed call of another thread,
+// can delay it as long as the stream lasts: lock-free, not wait-free.
 // The stacks' heads carry a 32-bit tag against ABA; like every tagged Treiber stack, they rely
 // on no thread being stopped between reading a head and its CAS for an exact multiple of 2^32
 // changes of that head.

@@ -25,7 +25,7 @@ if [[ -z $cxx ]]; then
     if command -v "$c" >/dev/null; then cxx=$c; break; fi
   done
 fi
-[[ -n $cxx ]] || { echo "fuzz_differential: no clang++ (scripts/deps.sh test installs it)"; exit 1; }
+[[ -n $cxx ]] || { echo "fuzz_differential: no clang++ (scripts/deps.sh fuzz installs it)"; exit 1; }
 
 bin=$work/differential
 sources=(lib/*.cpp lib/pool/*.cpp test/fuzz/differential.cpp)
