@@ -181,11 +181,13 @@ TEST_CASE_TEMPLATE("fork() while another thread constructs and destroys pools", 
   CHECK(ok == forks);
 }
 
-// ThreadSanitizer does not let a child forked from a multi-threaded process start threads (it
-// dies, "starting new threads after multi-threaded fork is not supported"), and this case's child
-// must: it runs plain and under AddressSanitizer.
+// This case's child starts threads after a fork from a multi-threaded process, which neither
+// sanitizer runtime survives: ThreadSanitizer's dies ("starting new threads after multi-threaded
+// fork is not supported"), and GCC 12's AddressSanitizer does not hold its allocator's locks
+// across fork, so about 1 child in 40 hangs in its allocator, locked by a parent's thread
+// (seen in gdb). It runs unsanitized.
 TEST_CASE("fork() while threads take seats: the child's threads have every seat" *
-          doctest::skip(sluice_test::thread_sanitized)) {
+          doctest::skip(sluice_test::sanitized)) {
   // bound 64: four seats. In the parent, threads come and go, each making its first call (it takes
   // a seat there, then enters the pool's registry) and exiting, so that forks catch some between
   // the two. In each child, four new threads each retire a buffer and wait, alive: with all four
