@@ -20,8 +20,8 @@
 //       on, and only then empties the stacks (S3). Each side stores, then loads what the other
 //       stores, so in the single total order of seq_cst operations either P2 follows T1 (the
 //       publisher sees the trim: the word shows it running, or, once it has ended, the
-//       generation (G) that its end carries has moved; and does not push) or T2 follows P1 (trim waits for P3, which then happens-before its pops,
-//       so they find the chain). Buffers kept before a trim therefore never outlive it on a
+//       generation (G) that its end carries has moved; and does not push) or T2 follows P1
+//       (trim waits for P3, which then happens-before its pops, so they find the chain). Buffers kept before a trim therefore never outlive it on a
 //       stack, and trim never touches a buffer retired after it returned: there is no drain on
 //       the publisher's side. trim waits only for the publish it found in progress, so
 //       publishers that keep coming cannot hold it up. These are the only seq_cst operations.
