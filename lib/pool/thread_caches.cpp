@@ -25,6 +25,8 @@
 
 namespace sluice::detail {
 
+// SLUICE_PER_THREAD_DECLARED: the Relacy checks' build, whose seam (test/relacy/seam) keeps each
+// modelled thread's state apart; no other build, nor any header a program includes, defines it.
 #ifndef SLUICE_PER_THREAD_DECLARED
 constinit thread_local thread_front tls_front __attribute__((tls_model("initial-exec"))){};
 #endif
@@ -43,18 +45,18 @@ struct thread_caches {
   bool torn_down = false;          // the reaper has run: calls from later destructors go uncached
 };
 
-// The initial-exec TLS that sluice/detail/pool_cache.hpp promises stays under 200 bytes.
+// The initial-exec TLS that sluice/detail/this_thread_front.hpp promises stays under 200 bytes.
 static_assert(sizeof(thread_front) + sizeof(thread_caches) < 200);
 static_assert(std::is_trivially_destructible_v<thread_front> && std::is_trivially_destructible_v<thread_caches>);
 
 #ifdef SLUICE_PER_THREAD_DECLARED
 // A model checker whose threads share one OS thread (Relacy's fibers) keeps each one's state
-// through the seam (sluice/detail/atomic.hpp), and drives their exits through
+// through its seam (per_thread, test/relacy/relacy_atomic.hpp), and drives their exits through
 // release_thread_caches() itself.
 thread_caches& this_thread() noexcept { return per_thread<thread_caches>(); }
 void arm_reaper() {}
 #else
-// Initial-exec, like the front: see sluice/detail/pool_cache.hpp for what that means for dlopen.
+// Initial-exec, like the front: see sluice/detail/this_thread_front.hpp for what that means for dlopen.
 constinit thread_local thread_caches tls_caches __attribute__((tls_model("initial-exec"))){};
 
 struct reaper {

@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "sluice/detail/atomic.hpp"
+#include "sluice/detail/this_thread_front.hpp"
 
 namespace sluice::detail {
 
@@ -86,21 +87,9 @@ struct thread_front {
   magazine* recent = nullptr;
 };
 
-#ifdef SLUICE_PER_THREAD_DECLARED
-inline thread_front& this_thread_front() noexcept { return per_thread<thread_front>(); }
-#define SLUICE_DETAIL_FRONT ::sluice::detail::this_thread_front()
-#else
-// Initial-exec TLS: one instruction to reach, no call. A libsluice.so that a program loads with
-// dlopen takes its initial-exec TLS (this and the thread's directory of caches, under 200 bytes)
-// from the static TLS that glibc keeps spare for such libraries (512 bytes by default, the
-// tunable glibc.rtld.optional_static_tls); test/dlopen loads it so.
-extern constinit thread_local thread_front tls_front __attribute__((tls_model("initial-exec")));
-inline thread_front& this_thread_front() noexcept { return tls_front; }
-// The inline paths name the variable itself, never a reference to it: GCC's UBSan checks a
-// reference's address against null with the flags of an `add` that the linker may relax into
-// a `lea`, which sets none, and then reports a null that is not there (a static link, x86-64).
-#define SLUICE_DETAIL_FRONT ::sluice::detail::tls_front
-#endif
+// This thread's front. The library uses it through this function; the inline paths below name
+// the variable itself (SLUICE_DETAIL_FRONT, sluice/detail/this_thread_front.hpp).
+inline thread_front& this_thread_front() noexcept { return SLUICE_DETAIL_FRONT; }
 
 // Whether this thread's front is the cache of the pool whose state word is `state`, up to date.
 // Then front_view(class_of(n)) is the magazine for a request or a capacity of n.
