@@ -2,6 +2,7 @@
 // benchmark compares with and the reference model the tests check sluice::pool against.
 #include <mutex>
 
+#include "exact_class.hpp"
 #include "pool/fork.hpp"
 #include "pool/memory.hpp"
 #include "pool/shelves.hpp"
@@ -34,8 +35,9 @@ mutex_pool::mutex_pool(pool_options options) : state_(std::make_unique<state>(op
 
 mutex_pool::~mutex_pool() { trim(); }
 
-// An exact take looks only at the class of size, and only at its own-size buffers.
-[[gnu::always_inline]] inline buffer mutex_pool::take_from(std::size_t size, bool exact) {
+// An exact take looks only at the class of size, and only at its own-size buffers. Out of line:
+// the tests' exact take (lib/exact_class.hpp) calls it from their own code.
+buffer mutex_pool::take_from(std::size_t size, bool exact) {
   std::lock_guard lock(state_->mutex);
   state& s = *state_;
   if (s.enabled && size <= s.classes.ceiling()) {
@@ -55,22 +57,21 @@ mutex_pool::~mutex_pool() { trim(); }
 }
 
 buffer mutex_pool::take(std::size_t size) { return take_from(size, /*exact=*/false); }
-buffer mutex_pool::take_exact(std::size_t size) { return take_from(size, /*exact=*/true); }
 
 buffer mutex_pool::acquire(std::size_t size) {
   if (buffer b = take(size)) return b;
   return buffer(size, state_->classes.fresh_capacity(size));
 }
 
-void* mutex_pool::allocate_exact(std::size_t size) {
-  buffer b = take_from(size, /*exact=*/true);
-  if (!b) b = buffer(size, state_->classes.fresh_capacity(size));
+void* detail::exact_class::allocate(mutex_pool& p, std::size_t size) {
+  buffer b = p.take_from(size, /*exact=*/true);
+  if (!b) b = buffer(size, p.state_->classes.fresh_capacity(size));
   return detail::buffer_access::release(b).data;
 }
 
-void mutex_pool::deallocate_exact(void* p, std::size_t size) noexcept {
-  const detail::held h{static_cast<std::byte*>(p), state_->classes.fresh_capacity(size)};
-  retire(detail::buffer_access::make(h, size));
+void detail::exact_class::deallocate(mutex_pool& p, void* block, std::size_t size) noexcept {
+  const detail::held h{static_cast<std::byte*>(block), p.state_->classes.fresh_capacity(size)};
+  p.retire(detail::buffer_access::make(h, size));
 }
 
 void mutex_pool::retire(buffer&& b) noexcept {

@@ -1,6 +1,8 @@
 // basic_pool_resource: the pools behind std::pmr::memory_resource (sluice/pool_resource.hpp).
 #include "sluice/pool_resource.hpp"
 
+#include "exact_class.hpp"
+
 namespace sluice {
 
 namespace {

@@ -155,8 +155,9 @@
 namespace sluice {
 
 namespace detail {
-struct exact_class;  // below the pools
-}
+struct pool_core;    // a pool's shared state: the library's own
+struct exact_class;  // the exact-class calls that pool_resource makes: the library's own
+}  // namespace detail
 
 struct pool_options {                         // an aggregate: pool{{.bound = 64}} works
   std::size_t bound = 1024;                   // most buffers retained at once (0: keep none)
@@ -192,14 +193,8 @@ class pool {
   [[nodiscard]] pool_stats stats() const noexcept;
   void trim() noexcept;
 
-  struct core;  // the shared state; defined in lib/pool/core.hpp
-
  private:
   friend struct detail::exact_class;
-  friend struct core;
-  [[nodiscard]] buffer take_exact(std::size_t size);
-  [[nodiscard]] void* allocate_exact(std::size_t size);
-  void deallocate_exact(void* p, std::size_t size) noexcept;
   // The general paths: every rule, every kind of buffer and thread. They hand a buffer's parts
   // back in registers, so that the inline paths build the one buffer object the caller sees.
   [[nodiscard]] detail::held take_general(std::size_t size, bool exact);
@@ -214,7 +209,7 @@ class pool {
   // first off-class buffer of a class. Alone on its cache line, so that what a user keeps beside
   // the pool cannot slow every call down.
   alignas(64) detail::atomic<std::uint64_t> state_;
-  core* core_;  // owned: freed by ~pool, its control block outlives it while threads refer to it
+  detail::pool_core* core_;  // owned; its control block outlives ~pool while threads refer to it
 };
 
 class mutex_pool {
@@ -235,30 +230,11 @@ class mutex_pool {
 
  private:
   friend struct detail::exact_class;
-  [[nodiscard]] buffer take_exact(std::size_t size);
-  [[nodiscard]] void* allocate_exact(std::size_t size);
-  void deallocate_exact(void* p, std::size_t size) noexcept;
-  [[nodiscard]] buffer take_from(std::size_t size, bool exact);
+  [[nodiscard]] buffer take_from(std::size_t size, bool exact);  // exact: from size's class only
 
   struct state;
   std::unique_ptr<state> state_;
 };
-
-namespace detail {
-// What sluice::basic_pool_resource needs of a pool beyond its interface (not part of sluice's
-// API): take(size) from size's own class only, answering a buffer whose capacity is exactly
-// that class's size, never one of a larger class or an off-class capacity; allocate(size), the
-// memory of such a take or else fresh memory of that class's size; and deallocate(p, size)
-// (size <= ceiling), which retires what allocate(size) answered, its capacity known from size.
-struct exact_class {
-  template <class Pool>
-  static buffer take(Pool& p, std::size_t size) { return p.take_exact(size); }
-  template <class Pool>
-  static void* allocate(Pool& p, std::size_t size) { return p.allocate_exact(size); }
-  template <class Pool>
-  static void deallocate(Pool& p, void* block, std::size_t size) noexcept { p.deallocate_exact(block, size); }
-};
-}  // namespace detail
 
 // What the twins share, stated so that generic code can take either and the promise that their
 // interfaces are identical cannot drift.

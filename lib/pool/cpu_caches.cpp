@@ -28,7 +28,7 @@ namespace sluice::detail {
 
 namespace {
 
-using core = pool::core;
+using core = pool_core;
 
 bool try_hold(cache& cc) noexcept { return !cc.in_use.exchange(true, std::memory_order_acquire); }  // (L1)
 void let_go(cache& cc) noexcept { cc.in_use.store(false, std::memory_order_release); }              // (L2)

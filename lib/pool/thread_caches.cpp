@@ -4,7 +4,7 @@
 // (sluice/detail/pool_cache.hpp) takes it to the magazine directly.
 //
 // Every thread that calls a pool has a cache for it, for its statistics and spare slots; it
-// caches buffers only while it holds one of the pool's seats (core::thread_caches_max of them),
+// caches buffers only while it holds one of the pool's seats (pool_core::thread_caches_max of them),
 // taken at its first call or at a later one when another thread has given its seat up, and held
 // until the thread exits.
 //
@@ -34,7 +34,7 @@ constinit thread_local thread_front tls_front __attribute__((tls_model("initial-
 namespace {
 
 struct directory_entry {
-  const pool::core* core = nullptr;
+  const pool_core* core = nullptr;
   cache* tc = nullptr;
 };
 constexpr std::size_t directory_ways = 8;
@@ -105,7 +105,7 @@ void forget_dead() noexcept {
 
 // A new cache for this thread's first call to the pool; null when the thread is exiting or no
 // memory can be had (the call then goes uncached).
-cache* enroll(pool::core& c) noexcept {
+cache* enroll(pool_core& c) noexcept {
   thread_caches& me = this_thread();
   if (me.torn_down) return nullptr;
   forget_dead();  // here, where the call blocks anyway, so that other calls never wait for it
@@ -124,7 +124,7 @@ cache* enroll(pool::core& c) noexcept {
 
 }  // namespace
 
-cache* cache_of_this_thread(pool::core& c, bool make) noexcept {
+cache* cache_of_this_thread(pool_core& c, bool make) noexcept {
   thread_caches& me = this_thread();
   for (const auto& e : me.directory) {
     if (e.core == &c) return e.tc;
@@ -142,7 +142,7 @@ void point_front(std::uint64_t state, cache& tc) noexcept {
   this_thread_front() = {state, tc.view.get(), 0, &tc.absent};
 }
 
-cache* own_cache_after_fork(const pool::core& c) noexcept {
+cache* own_cache_after_fork(const pool_core& c) noexcept {
   for (cache* tc = this_thread().caches; tc != nullptr; tc = tc->next_of_thread) {
     if (&tc->core == &c) return tc;
   }
@@ -160,7 +160,7 @@ void release_thread_caches() noexcept {
 }
 
 void take_seat(cache& tc) noexcept {
-  pool::core& c = tc.core;
+  pool_core& c = tc.core;
   std::uint32_t seats = c.seats.load(std::memory_order_relaxed);
   do {
     if (seats >= c.thread_caches_max) return;
@@ -174,7 +174,7 @@ void take_seat(cache& tc) noexcept {
   tc.caching = true;
 }
 
-cache* make_cache(pool::core& c) {
+cache* make_cache(pool_core& c) {
   auto* tc = new cache(c, cache::kind::thread);
   take_seat(*tc);
   std::lock_guard lock(c.admin_mutex);  // (M)
@@ -186,7 +186,7 @@ cache* make_cache(pool::core& c) {
 }
 
 void give_back(cache* tc) noexcept {
-  pool::core& c = tc->core;
+  pool_core& c = tc->core;
   bool last = false;
   {
     std::lock_guard lock(c.admin_mutex);  // (M)
