@@ -5,7 +5,7 @@
 // allocate(size) takes from size's own class only, a buffer whose capacity is exactly that
 // class's size, never one of a larger class or of an off-class capacity, or else answers fresh
 // memory of that class's size; deallocate(p, size), with size <= ceiling, retires what
-// allocate(size) answered, its capacity known from size (sluice/pool_resource.hpp, EXACT CLASSES).
+// allocate(size) answered, its capacity known from size (docs/pool.md, EXACT CLASSES).
 #pragma once
 
 #include <cstddef>

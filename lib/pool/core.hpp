@@ -5,7 +5,7 @@
 //          cache. Freed in two steps: ~pool frees every buffer and the heavy parts; the control
 //          block itself goes when the last thread cache that refers to it lets go.
 //   cache  a magazine per class (sluice/detail/pool_cache.hpp), places of the bound, spare
-//          slots and statistics. Of two kinds (pool.hpp, THREAD CACHES):
+//          slots and statistics. Of two kinds (docs/pool.md, THREAD CACHES):
 //            a thread's  used by its thread alone, with no lock; the thread's front points at
 //                        its view, so that a call that hits it runs inline. At most
 //                        pool_core::thread_caches_max of them cache at once (hold a "seat"); a
@@ -150,8 +150,8 @@ struct pool_core final : fork_aware {
   const std::unique_ptr<std::size_t[]> class_size;  // classes.size(c)
   const std::size_t bound;
   const bool caching;
-  // What one cache may hold (see THREAD CACHES in pool.hpp): at most cache_places places of the
-  // bound, in its magazines (held or spare) or loose (2 * P <= L), reserved place_batch (P) at a
+  // What one cache may hold (see THREAD CACHES in docs/pool.md): at most cache_places (C = 2 * P)
+  // places of the bound, in its magazines (held or spare) or loose, reserved place_batch (P) at a
   // time.
   const std::uint32_t place_batch;
   const std::uint32_t cache_places;

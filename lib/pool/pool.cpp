@@ -1,5 +1,5 @@
 // sluice::pool's general paths: lock-free size-class stacks with caches in front (see core.hpp
-// for the layout, sluice/pool.hpp for the contract and the inline fast paths, places.cpp for the
+// for the layout, docs/pool.md for the contract, sluice/pool.hpp for the inline fast paths, places.cpp for the
 // bound, thread_caches.cpp for how a thread finds, keeps and gives up its caches, and
 // cpu_caches.cpp for the caches of threads without a seat).
 //
@@ -72,8 +72,8 @@ static_assert(2 * 16 <= magazine::room);
 static_assert(detail::trims_mask < detail::one_stamp && (detail::trims_mask & detail::enabled_bit) == 0);
 static_assert(detail::class_of(SIZE_MAX) < detail::class_count_max);
 
-// Below this bound a cache could hold at most three buffers (bound / 16), which would save little
-// and could hoard much of what the bound allows: such pools use the shared stacks alone.
+// Below this bound a cache could hold at most two places (C = 2 * P with P = 1), which would save
+// little and could hoard much of what the bound allows: such pools use the shared stacks alone.
 constexpr std::size_t min_caching_bound = 64;
 
 // A stamp no pool's state word has carried (see core.hpp). A plain std::atomic, outside the
@@ -624,8 +624,8 @@ detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t
       class_size(std::make_unique<std::size_t[]>(classes.count())),
       bound(o.bound),
       caching(o.thread_cache && o.bound >= min_caching_bound),
-      // P = clamp(L / 2, 1, 16) with L = clamp(bound / 16, 1, 64), as pool.hpp states.
-      place_batch(static_cast<std::uint32_t>(std::clamp<std::size_t>(std::clamp<std::size_t>(o.bound / 16, 1, 64) / 2, 1, 16))),
+      // P = clamp(bound / 32, 1, 16), as docs/pool.md states.
+      place_batch(static_cast<std::uint32_t>(std::clamp<std::size_t>(o.bound / 32, 1, 16))),
       cache_places(2 * place_batch),
       // A quarter of the bound for each kind of cache (min_caching_bound: at least four each).
       thread_caches_max(caching ? static_cast<std::uint32_t>(std::min<std::size_t>(o.bound / 4 / cache_places, UINT32_MAX)) : 0),
