@@ -10,6 +10,7 @@
 
 #include <cstddef>
 
+#include "mutex_pool.hpp"
 #include "sluice/buffer.hpp"
 #include "sluice/pool.hpp"
 
@@ -22,9 +23,9 @@ struct exact_class {
   static void deallocate(mutex_pool& p, void* block, std::size_t size) noexcept;
 
   // take(size) from size's own class only, as allocate takes, answering an empty buffer when
-  // that class holds none: for the tests (test/lincheck), which check the exact takes apart
-  // from the fresh memory. Inline, and called by no source of the library, so the library does
-  // not compile it.
+  // that class holds none: the tests (test/lincheck) check the exact takes apart from the fresh
+  // memory. Inline, built from paths the library has anyway (pool.hpp's inline ones and the
+  // general path; mutex_pool.hpp's take_from), so the library compiles nothing for the tests.
   static buffer take(pool& p, std::size_t size) {
     held h = p.take_cached(size);
     if (h.data == nullptr) h = p.take_general(size, /*exact=*/true);

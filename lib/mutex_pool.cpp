@@ -1,60 +1,18 @@
 // mutex_pool: the pool's semantics over one std::mutex and sorted shelves. The baseline every
-// benchmark compares with and the reference model the tests check sluice::pool against.
+// benchmark compares with and the reference model the tests check sluice::pool against. Its
+// state and its take are in mutex_pool.hpp.
 #include <mutex>
 
 #include "exact_class.hpp"
-#include "pool/fork.hpp"
+#include "mutex_pool.hpp"
 #include "pool/memory.hpp"
-#include "pool/shelves.hpp"
-#include "pool/size_classes.hpp"
 #include "sluice/pool.hpp"
 
 namespace sluice {
 
-struct mutex_pool::state final : detail::fork_aware {
-  explicit state(const pool_options& o)
-      : classes(o.ceiling), bound(o.bound), enabled(o.enabled), shelves(classes.count()) {
-    join();  // last: a fork may lock this state from here on
-  }
-  ~state() { leave(); }
-
-  // A fork's child never inherits the mutex locked by a thread it does not have.
-  void lock_for_fork() noexcept override { mutex.lock(); }
-  void unlock_in_parent() noexcept override { mutex.unlock(); }
-  void unlock_in_child() noexcept override { mutex.unlock(); }
-
-  const detail::size_classes classes;
-  const std::size_t bound;
-  mutable std::mutex mutex;
-  bool enabled;             // the rest is guarded by mutex
-  detail::shelves shelves;
-  pool_stats stats;         // retained and retained_bytes kept current
-};
-
 mutex_pool::mutex_pool(pool_options options) : state_(std::make_unique<state>(options)) {}
 
 mutex_pool::~mutex_pool() { trim(); }
-
-// An exact take looks only at the class of size, and only at its own-size buffers. Out of line:
-// the tests' exact take (lib/exact_class.hpp) calls it from their own code.
-buffer mutex_pool::take_from(std::size_t size, bool exact) {
-  std::lock_guard lock(state_->mutex);
-  state& s = *state_;
-  if (s.enabled && size <= s.classes.ceiling()) {
-    const std::size_t first = s.classes.of(size), end = exact ? first + 1 : s.classes.count();
-    for (std::size_t c = first; c < end; ++c) {
-      if (s.shelves.empty(c)) continue;
-      if (const auto h = exact ? s.shelves.take(c, s.classes.size(c)) : s.shelves.take(c, size)) {
-        ++s.stats.hits;
-        --s.stats.retained;
-        s.stats.retained_bytes -= h->capacity;
-        return detail::buffer_access::make(*h, size);
-      }
-    }
-  }
-  ++s.stats.misses;
-  return {};
-}
 
 buffer mutex_pool::take(std::size_t size) { return take_from(size, /*exact=*/false); }
 
@@ -64,7 +22,7 @@ buffer mutex_pool::acquire(std::size_t size) {
 }
 
 void* detail::exact_class::allocate(mutex_pool& p, std::size_t size) {
-  buffer b = p.take_from(size, /*exact=*/true);
+  buffer b = take(p, size);
   if (!b) b = buffer(size, p.state_->classes.fresh_capacity(size));
   return detail::buffer_access::release(b).data;
 }
