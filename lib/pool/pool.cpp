@@ -1,7 +1,7 @@
 // sluice::pool's general paths: lock-free size-class stacks with caches in front (see core.hpp
-// for the layout, docs/pool.md for the contract, sluice/pool.hpp for the inline fast paths, places.cpp for the
-// bound, thread_caches.cpp for how a thread finds, keeps and gives up its caches, and
-// cpu_caches.cpp for the caches of threads without a seat).
+// for the layout, docs/pool.md for the contract, sluice/pool.hpp for the inline fast paths,
+// places.cpp for the bound, thread_caches.cpp for how a thread finds, keeps and gives up its
+// caches, and cpu_caches.cpp for the caches of threads without a seat).
 //
 // A take or retire that hits the calling thread's cache runs inline in the caller: one compare of
 // the thread's front key with the pool's state word (F), then the magazine. Everything else

@@ -4,9 +4,9 @@
 // (sluice/detail/pool_cache.hpp) takes it to the magazine directly.
 //
 // Every thread that calls a pool has a cache for it, for its statistics and spare slots; it
-// caches buffers only while it holds one of the pool's seats (pool_core::thread_caches_max of them),
-// taken at its first call or at a later one when another thread has given its seat up, and held
-// until the thread exits.
+// caches buffers only while it holds one of the pool's seats (pool_core::thread_caches_max of
+// them), taken at its first call or at a later one when another thread has given its seat up, and
+// held until the thread exits.
 //
 // Every cache a thread holds is on its list (`caches`, linked through next_of_thread). The
 // directory, a small array, remembers the most recently used few, so that finding the cache
@@ -56,7 +56,8 @@ static_assert(std::is_trivially_destructible_v<thread_front> && std::is_triviall
 thread_caches& this_thread() noexcept { return per_thread<thread_caches>(); }
 void arm_reaper() {}
 #else
-// Initial-exec, like the front: see sluice/detail/this_thread_front.hpp for what that means for dlopen.
+// Initial-exec, like the front: sluice/detail/this_thread_front.hpp says what that means for
+// dlopen.
 constinit thread_local thread_caches tls_caches __attribute__((tls_model("initial-exec"))){};
 
 struct reaper {
