@@ -1,76 +1,35 @@
 // mutex_pool: the pool's semantics over one std::mutex and sorted shelves. The baseline every
-// benchmark compares with and the reference model the tests check sluice::pool against.
+// benchmark compares with and the reference model the tests check sluice::pool against. Its
+// state and its take are in mutex_pool.hpp.
 #include <mutex>
 
-#include "pool/fork.hpp"
+#include "exact_class.hpp"
+#include "mutex_pool.hpp"
 #include "pool/memory.hpp"
-#include "pool/shelves.hpp"
-#include "pool/size_classes.hpp"
 #include "sluice/pool.hpp"
 
 namespace sluice {
-
-struct mutex_pool::state final : detail::fork_aware {
-  explicit state(const pool_options& o)
-      : classes(o.ceiling), bound(o.bound), enabled(o.enabled), shelves(classes.count()) {
-    join();  // last: a fork may lock this state from here on
-  }
-  ~state() { leave(); }
-
-  // A fork's child never inherits the mutex locked by a thread it does not have.
-  void lock_for_fork() noexcept override { mutex.lock(); }
-  void unlock_in_parent() noexcept override { mutex.unlock(); }
-  void unlock_in_child() noexcept override { mutex.unlock(); }
-
-  const detail::size_classes classes;
-  const std::size_t bound;
-  mutable std::mutex mutex;
-  bool enabled;             // the rest is guarded by mutex
-  detail::shelves shelves;
-  pool_stats stats;         // retained and retained_bytes kept current
-};
 
 mutex_pool::mutex_pool(pool_options options) : state_(std::make_unique<state>(options)) {}
 
 mutex_pool::~mutex_pool() { trim(); }
 
-// An exact take looks only at the class of size, and only at its own-size buffers.
-[[gnu::always_inline]] inline buffer mutex_pool::take_from(std::size_t size, bool exact) {
-  std::lock_guard lock(state_->mutex);
-  state& s = *state_;
-  if (s.enabled && size <= s.classes.ceiling()) {
-    const std::size_t first = s.classes.of(size), end = exact ? first + 1 : s.classes.count();
-    for (std::size_t c = first; c < end; ++c) {
-      if (s.shelves.empty(c)) continue;
-      if (const auto h = exact ? s.shelves.take(c, s.classes.size(c)) : s.shelves.take(c, size)) {
-        ++s.stats.hits;
-        --s.stats.retained;
-        s.stats.retained_bytes -= h->capacity;
-        return detail::buffer_access::make(*h, size);
-      }
-    }
-  }
-  ++s.stats.misses;
-  return {};
-}
-
 buffer mutex_pool::take(std::size_t size) { return take_from(size, /*exact=*/false); }
-buffer mutex_pool::take_exact(std::size_t size) { return take_from(size, /*exact=*/true); }
 
 buffer mutex_pool::acquire(std::size_t size) {
   if (buffer b = take(size)) return b;
   return buffer(size, state_->classes.fresh_capacity(size));
 }
 
-void* mutex_pool::allocate_exact(std::size_t size) {
-  buffer b = take_from(size, /*exact=*/true);
-  if (!b) b = buffer(size, state_->classes.fresh_capacity(size));
+void* detail::exact_class::allocate(mutex_pool& p, std::size_t size) {
+  buffer b = take(p, size);
+  if (!b) b = buffer(size, p.state_->classes.fresh_capacity(size));
   return detail::buffer_access::release(b).data;
 }
 
-void mutex_pool::deallocate_exact(void* p, std::size_t size) noexcept {
-  const detail::held h{static_cast<std::byte*>(p), state_->classes.fresh_capacity(size)};
-  retire(detail::buffer_access::make(h, size));
+void detail::exact_class::deallocate(mutex_pool& p, void* block, std::size_t size) noexcept {
+  const detail::held h{static_cast<std::byte*>(block), p.state_->classes.fresh_capacity(size)};
+  p.retire(detail::buffer_access::make(h, size));
 }
 
 void mutex_pool::retire(buffer&& b) noexcept {

@@ -1,6 +1,8 @@
 // basic_pool_resource: the pools behind std::pmr::memory_resource (sluice/pool_resource.hpp).
 #include "sluice/pool_resource.hpp"
 
+#include "exact_class.hpp"
+
 namespace sluice {
 
 namespace {
@@ -28,7 +30,7 @@ void* basic_pool_resource<Pool>::do_allocate(std::size_t bytes, std::size_t alig
 template <class Pool>
 void basic_pool_resource<Pool>::do_deallocate(void* p, std::size_t bytes, std::size_t alignment) {
   if (!pooled(bytes, alignment, ceiling_)) return upstream_->deallocate(p, bytes, alignment);
-  detail::exact_class::deallocate(pool_, p, bytes);  // see EXACT CLASSES in the header
+  detail::exact_class::deallocate(pool_, p, bytes);  // docs/pool.md, EXACT CLASSES
 }
 
 template class basic_pool_resource<pool>;

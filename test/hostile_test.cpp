@@ -1,6 +1,6 @@
 // Hostile input: every size, capacity, ceiling, bound and cap at the ends of its type, and the
 // handles moved onto themselves. Each case checks the answer the headers document (sluice/
-// buffer.hpp "Bad input", sluice/pool.hpp CONTRACT, sluice/gate.hpp LIMITS); the sanitizer
+// buffer.hpp "Bad input", docs/pool.md CONTRACT, docs/gate.md LIMITS); the sanitizer
 // builds check that none of it is undefined behaviour or a leak.
 //
 // Ends that other suites already drive are not repeated here; docs/verification.md is the one

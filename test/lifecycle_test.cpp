@@ -38,7 +38,7 @@ class latch {
 }  // namespace
 
 TEST_CASE_TEMPLATE("a pool destroyed while threads that used it exit, without joining them first", P, POOLS) {
-  // pool.hpp LIFETIME: threads that used a pool may live on and exit later. Here they exit at
+  // docs/pool.md LIFETIME: threads that used a pool may live on and exit later. Here they exit at
   // the very moment the pool is destroyed: each round, two threads use the pool and say so,
   // then exit while the main thread deletes the pool; only then are they joined. One of them
   // first moves on to another pool, so that its cache for the dead one is let go from there.
@@ -69,7 +69,7 @@ TEST_CASE_TEMPLATE("a pool destroyed while threads that used it exit, without jo
 }
 
 TEST_CASE_TEMPLATE("a thread's own calls after another thread's trim find its cache emptied", P, POOLS) {
-  // pool.hpp THREAD CACHES: trim() frees what other threads cache when each of them next calls
+  // docs/pool.md THREAD CACHES: trim() frees what other threads cache when each of them next calls
   // the pool, any call. B caches 20 buffers; main trims; then B's first call, whichever it is,
   // must see them gone.
   const std::vector<std::pair<const char*, std::function<void(P&)>>> calls{

@@ -1,4 +1,4 @@
-// Stress: a long randomized run of the pools' whole lifecycle (sluice/pool.hpp LIFETIME, THREAD
+// Stress: a long randomized run of the pools' whole lifecycle (docs/pool.md LIFETIME, THREAD
 // CACHES, BOUND and the statistics' promises), under threads that come and go.
 //
 // Each round, drawn from a std::mt19937_64 seeded with the round's number, makes 1-12 pools

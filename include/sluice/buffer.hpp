@@ -5,6 +5,11 @@
 // thread-safe: one holder at a time, handed between threads by the usual means (a queue, a
 // join), which is exactly how a pool's users route frames.
 //
+//   buffer(n), buffer(n, cap)   fresh memory: size() == n, capacity() == max(n, cap)
+//   data(), size(), capacity()  the memory, the bytes exposed, the bytes owned
+//   bytes()                     the first size() bytes as a std::span
+//   operator bool               whether it holds memory (a moved-from buffer holds none)
+//
 // Bad input: a capacity that cannot be allocated throws std::bad_alloc (buffer(SIZE_MAX) does);
 // a capacity below the size is raised to the size.
 #pragma once
@@ -49,11 +54,11 @@ class buffer {
   }
   ~buffer() { release(); }
 
-  std::byte* data() noexcept { return data_; }
+  std::byte* data() noexcept { return data_; }                    // null when it holds nothing
   const std::byte* data() const noexcept { return data_; }
-  std::size_t size() const noexcept { return size_; }
-  std::size_t capacity() const noexcept { return capacity_; }
-  std::span<std::byte> bytes() noexcept { return {data_, size_}; }
+  std::size_t size() const noexcept { return size_; }             // the bytes it exposes
+  std::size_t capacity() const noexcept { return capacity_; }     // the bytes it owns
+  std::span<std::byte> bytes() noexcept { return {data_, size_}; }  // data(), size()
   std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
   explicit operator bool() const noexcept { return data_ != nullptr; }  // holds memory
 

@@ -1,78 +1,25 @@
 // sluice/gate.hpp: a non-blocking admission counter whose cap moves under memory pressure.
 //
-// CONTRACT
+// A gate counts work in flight against a cap, both in one atomic word. Producers that must never
+// wait record work with note_submitted(), producers that may decline ask try_admit() (or wait
+// for room: admit()), finishers call note_done(); the cap follows memory pressure through
+// adjust(), or is set with set_cap(). Every call is one linearizable step, and the gate orders
+// memory as a semaphore does: note_done() releases, a call that observes the count acquires.
 //
-// A gate counts work in flight against a cap. Producers that must never wait record work with
-// note_submitted(); producers that may decline ask try_admit(); finishers call note_done().
-// The cap follows a pressure signal through adjust() or is set outright with set_cap().
+//   note_submitted()    in_flight + 1, even past the cap; never refuses           lock-free
+//   note_done()         in_flight - 1, never below zero                           lock-free*
+//   try_admit()         if in_flight < cap: in_flight + 1 and true, in one step   lock-free
+//   admit()             waits until in_flight < cap, then as try_admit            blocking
+//   try_admit_for(d)    admit(), giving up after d: false, and nothing counted    blocking
+//   try_admit_until(t)  admit(), giving up at t (any clock): false, nothing counted  blocking
+//   has_capacity()      in_flight < cap, both from one atomic load                wait-free
+//   in_flight(), cap()  the count, the cap                                        wait-free
+//   set_cap(c)          cap = clamp(c, 1, gate_limit); in_flight untouched        lock-free*
+//   adjust(p, max)      ok: min(cap + 1, max); soft, hard: cap - 1; never below 1  lock-free*
+//   * a call that finds waiters takes their parking spot's mutex for a moment to wake them
 //
-//   call              guarantee                                                progress
-//   ----------------  -------------------------------------------------------  -----------
-//   note_submitted()  in_flight + 1, even past the cap; never refuses          lock-free
-//   note_done()       in_flight - 1, but never below zero                      lock-free*
-//   try_admit()       if in_flight < cap: in_flight + 1 and true, in one step  lock-free
-//   admit()           waits until in_flight < cap, then in_flight + 1, in one  blocking
-//                     step, exactly as a try_admit that succeeds
-//   try_admit_for(d)  admit(), giving up after d: false, and nothing counted   blocking
-//   try_admit_until(t)  admit(), giving up at t: false, and nothing counted     blocking
-//   has_capacity()    in_flight < cap, both read from one atomic load          wait-free
-//   set_cap(c)        cap = clamp(c, 1, gate_limit); in_flight untouched        lock-free*
-//   adjust(p, max)    ok: min(cap + 1, max); soft/hard: cap - 1; never below 1  lock-free*
-//
-//   * when no thread waits; a call that finds waiters then takes their parking spot's mutex
-//     for a moment to wake them (WAITING below).
-//
-// adjust(ok, max) with the cap already above max drops it to max at once (100 -> 64 for max 64);
-// soft and hard ignore max. Both twins share the rule.
-//
-// Every call is a single linearizable step on one 64-bit word that packs the cap and the count,
-// saturating ones included: two threads adjusting at once never lose a step, and try_admit
-// never admits past the cap, whatever the contention.
-//
-// LIMITS. Both the cap and in_flight are at most gate_limit = 2^31 - 1. Caps are clamped into
-// [1, gate_limit] (set_cap, adjust's max_cap, the constructor). note_submitted at in_flight ==
-// gate_limit saturates: one step that leaves the count at gate_limit (that submission is not
-// counted, so a later note_done may reach zero early); nothing ever wraps. try_admit never
-// passes the cap, so it reaches gate_limit only under a cap of gate_limit.
-//
-// PROGRESS. note_submitted, note_done, try_admit, set_cap and adjust are one CAS on the word,
-// retried only when another call changed it in between: lock-free, and never blocking unless a
-// thread waits (see WAITING). The readers are one load: wait-free.
-//
-// WAITING. admit(), try_admit_for() and try_admit_until() first try as try_admit does; only a
-// thread that finds no room waits, in the kernel, on a condition variable (for gate: one of a
-// fixed table of spots shared by address, so the gate stays one word; for mutex_gate: its own).
-// Whatever may make room wakes the waiters: note_done, set_cap and adjust. A waiter then tries
-// again, so raising the cap by k lets up to k of them in, and no wake-up is lost: a waiter
-// marks the word before its last try, and a call that finds the mark wakes the spot under its
-// mutex. When no thread waits, no call looks at a spot: the mark is one bit of the word that
-// note_done, set_cap and adjust clear and test in the CAS they make anyway. When it was set,
-// they take the spot's mutex for a moment (once per wait): the only time they block. After
-// that CAS they touch nothing of the gate, so the thread their change admits may destroy the
-// gate at once (a gate used to signal completion); the same holds for mutex_gate. A timed wait that
-// gives up counts nothing; it gives up at its deadline or a little after (the scheduler's
-// delay). A timeout of zero or less, or a deadline already past, tries once, as does a NaN one;
-// try_admit_for cuts its timeout at a hundred years, and try_admit_until waits for any deadline
-// of any clock, in any unit, a hundred years of the steady clock at a time.
-//
-// FORK. A gate is one atomic word, and its parking spots are held across fork() (through
-// pthread_atfork): a forked child may use it whatever the parent's other threads were doing
-// (their waits are gone with them). So, while a fork is being prepared, a note_done, set_cap or
-// adjust that must wake waiters waits for the fork: do not call them holding a lock that a
-// pthread_atfork prepare handler registered before sluice's (which runs after sluice's) takes. mutex_gate, like any object over a std::mutex, may not be:
-// a child must not use a mutex_gate that another thread of the parent could have been calling
-// at the fork.
-//
-// MEMORY ORDERING. The gate behaves as a semaphore: note_done() is a release, and every call
-// that observes the count (a try_admit that succeeds, has_capacity, in_flight) is an acquire. What a thread
-// did before note_done() is visible to a thread whose try_admit() or admit() succeeded on, or
-// whose has_capacity()/in_flight() read, a count that reflects that note_done(). A try_admit()
-// that refuses, and a wait that gives up, are relaxed reads: a refusal makes nothing visible.
-// note_submitted(), set_cap() and adjust() publish nothing.
-//
-// mutex_gate has the identical interface and semantics over a std::mutex (but for FORK): the
-// baseline for benchmarks and the reference model for tests. permit<G> holds one admission and
-// gives it back when it goes out of scope.
+// mutex_gate: the same calls over a std::mutex. permit<G>: one admission held for a scope. The
+// whole contract (limits, progress, waiting, fork, memory ordering) is in docs/gate.md.
 #pragma once
 
 #if __cplusplus < 202002L
@@ -91,9 +38,9 @@
 
 namespace sluice {
 
-enum class pressure { ok, soft, hard };
+enum class pressure { ok, soft, hard };  // what adjust() is told of memory
 
-// The largest cap and the largest count a gate holds (see LIMITS above).
+// The largest cap and the largest count a gate holds (docs/gate.md, LIMITS).
 inline constexpr std::int64_t gate_limit = (std::int64_t{1} << 31) - 1;
 
 namespace detail {
@@ -139,23 +86,24 @@ class timed_admissions {
 };
 }  // namespace detail
 
+// The lock-free gate: one atomic word.
 class gate : public detail::timed_admissions<gate> {
  public:
-  explicit gate(std::int64_t cap) noexcept;
+  explicit gate(std::int64_t cap) noexcept;  // nothing in flight; cap clamped into [1, gate_limit]
   gate(const gate&) = delete;
   gate& operator=(const gate&) = delete;
 
-  void note_submitted() noexcept;
-  void note_done() noexcept;
-  [[nodiscard]] bool try_admit() noexcept;
-  void admit();
-  using detail::timed_admissions<gate>::try_admit_for;    // see WAITING
-  using detail::timed_admissions<gate>::try_admit_until;
-  [[nodiscard]] bool has_capacity() const noexcept;
-  [[nodiscard]] std::int64_t in_flight() const noexcept;
-  [[nodiscard]] std::int64_t cap() const noexcept;
-  void set_cap(std::int64_t cap) noexcept;
-  void adjust(pressure p, std::int64_t max_cap) noexcept;
+  void note_submitted() noexcept;           // in_flight + 1, even past the cap
+  void note_done() noexcept;                // in_flight - 1, never below zero; a release
+  [[nodiscard]] bool try_admit() noexcept;  // in_flight + 1 and true if below the cap, else false
+  void admit();                             // waits for room, then admits as try_admit
+  using detail::timed_admissions<gate>::try_admit_for;    // admit(), giving up after a timeout
+  using detail::timed_admissions<gate>::try_admit_until;  // admit(), giving up at a deadline
+  [[nodiscard]] bool has_capacity() const noexcept;       // in_flight < cap
+  [[nodiscard]] std::int64_t in_flight() const noexcept;  // the count
+  [[nodiscard]] std::int64_t cap() const noexcept;        // the cap
+  void set_cap(std::int64_t cap) noexcept;                // clamped into [1, gate_limit]
+  void adjust(pressure p, std::int64_t max_cap) noexcept; // ok: +1, at most max_cap; soft, hard: -1
 
  private:
   template <class G, class C, class D>
@@ -169,6 +117,7 @@ class gate : public detail::timed_admissions<gate> {
   detail::atomic<std::uint64_t> word_;
 };
 
+// gate's twin over a std::mutex, call for call: the baseline and the tests' reference model.
 class mutex_gate : public detail::timed_admissions<mutex_gate> {
  public:
   explicit mutex_gate(std::int64_t cap) noexcept;
@@ -179,7 +128,7 @@ class mutex_gate : public detail::timed_admissions<mutex_gate> {
   void note_done() noexcept;
   [[nodiscard]] bool try_admit() noexcept;
   void admit();
-  using detail::timed_admissions<mutex_gate>::try_admit_for;    // see WAITING
+  using detail::timed_admissions<mutex_gate>::try_admit_for;
   using detail::timed_admissions<mutex_gate>::try_admit_until;
   [[nodiscard]] bool has_capacity() const noexcept;
   [[nodiscard]] std::int64_t in_flight() const noexcept;

@@ -5,12 +5,12 @@
 //          cache. Freed in two steps: ~pool frees every buffer and the heavy parts; the control
 //          block itself goes when the last thread cache that refers to it lets go.
 //   cache  a magazine per class (sluice/detail/pool_cache.hpp), places of the bound, spare
-//          slots and statistics. Of two kinds (pool.hpp, THREAD CACHES):
+//          slots and statistics. Of two kinds (docs/pool.md, THREAD CACHES):
 //            a thread's  used by its thread alone, with no lock; the thread's front points at
 //                        its view, so that a call that hits it runs inline. At most
-//                        core::thread_caches_max of them cache at once (hold a "seat"); a
+//                        pool_core::thread_caches_max of them cache at once (hold a "seat"); a
 //                        thread whose cache has none uses a CPU cache.
-//            a CPU's     one per CPU (modulo core::cpu_cache_count), shared by the seatless
+//            a CPU's     one per CPU (modulo pool_core::cpu_cache_count), shared by the seatless
 //                        threads running there, each call holding its `in_use` try-lock.
 //          Touched by others (stats(), trim's wait, thread exit, ~pool, fork) only under
 //          admin_mutex, through atomics.
@@ -74,7 +74,7 @@ struct counters {
 struct cache {
   enum class kind : std::uint8_t { thread, cpu };
 
-  cache(pool::core& c, kind k);
+  cache(pool_core& c, kind k);
   // Frees the magazines (never their buffers, which are freed or given back before) and touches
   // nothing of the core, which may be gone by then.
   ~cache();
@@ -103,7 +103,7 @@ struct cache {
   // Places its magazines hold without a buffer, and its loose ones.
   std::size_t spare_places() const noexcept;
 
-  pool::core& core;
+  pool_core& core;
   const kind owner;
   const std::size_t class_count;
   // Whether it caches (has magazines in use): a CPU cache always, a thread's while it holds a
@@ -138,13 +138,9 @@ struct cache {
   std::unique_ptr<detail::atomic<magazine*>[]> magazines;
 };
 
-}  // namespace sluice::detail
-
-namespace sluice {
-
-struct pool::core final : detail::fork_aware {
-  core(const pool_options& o, detail::atomic<std::uint64_t>& state_word);
-  ~core();
+struct pool_core final : fork_aware {
+  pool_core(const pool_options& o, detail::atomic<std::uint64_t>& state_word);
+  ~pool_core();
 
   void lock_for_fork() noexcept override;
   void unlock_in_parent() noexcept override;
@@ -154,8 +150,8 @@ struct pool::core final : detail::fork_aware {
   const std::unique_ptr<std::size_t[]> class_size;  // classes.size(c)
   const std::size_t bound;
   const bool caching;
-  // What one cache may hold (see THREAD CACHES in pool.hpp): at most cache_places places of the
-  // bound, in its magazines (held or spare) or loose (2 * P <= L), reserved place_batch (P) at a
+  // What one cache may hold (see THREAD CACHES in docs/pool.md): at most cache_places (C = 2 * P)
+  // places of the bound, in its magazines (held or spare) or loose, reserved place_batch (P) at a
   // time.
   const std::uint32_t place_batch;
   const std::uint32_t cache_places;
@@ -206,10 +202,6 @@ struct pool::core final : detail::fork_aware {
   detail::counters orphans;   // calls from threads without a cache (fetch_add: any thread)
 };
 
-}  // namespace sluice
-
-namespace sluice::detail {
-
 // A counter update. A cache's counters have one writer at a time, so a plain load and store
 // suffice (no read-modify-write); the orphans' are shared and use fetch_add.
 struct recorder {
@@ -229,7 +221,7 @@ struct recorder {
 // thread's, a CPU cache it holds, or null: the thread has none, because it is exiting or none
 // could be made), and the state word it read.
 struct caller {
-  pool::core& c;
+  pool_core& c;
   cache* tc;
   std::uint64_t state;
 
@@ -241,8 +233,8 @@ struct caller {
 // ---- the bound and a cache's places (pool/places.cpp) ------------------------------------------
 
 // Takes up to n places of the bound; answers how many.
-std::size_t reserve(pool::core& c, std::size_t n) noexcept;
-void unreserve(pool::core& c, std::size_t n) noexcept;
+std::size_t reserve(pool_core& c, std::size_t n) noexcept;
+void unreserve(pool_core& c, std::size_t n) noexcept;
 // A magazine's places: it holds `owned`, the cache all its magazines' `places`.
 void set_owned(cache& tc, magazine& m, std::uint32_t owned) noexcept;
 void set_loose(cache& tc, std::uint32_t loose) noexcept;
@@ -294,11 +286,11 @@ std::uint32_t borrow_from_cpu_caches(caller& k, std::uint32_t n) noexcept;
 // Brings every CPU cache up to the state word, each under its lock (taken here, or already held:
 // a forked child's): trim, after its stamp, so that what they hold from before it is freed now
 // (no thread of theirs has a next call to wait for).
-void catch_up_cpu_caches(pool::core& c, bool held = false) noexcept;
+void catch_up_cpu_caches(pool_core& c, bool held = false) noexcept;
 // Takes every CPU cache's lock, waiting for the calls that hold one (a fork's prepare), and lets
 // them go again.
-void hold_cpu_caches(pool::core& c) noexcept;
-void let_go_cpu_caches(pool::core& c) noexcept;
+void hold_cpu_caches(pool_core& c) noexcept;
+void let_go_cpu_caches(pool_core& c) noexcept;
 
 // ---- a cache's state (pool/pool.cpp) ------------------------------------------------------------
 
@@ -308,12 +300,12 @@ struct view {
   std::uint64_t state;
   std::uint64_t generation;
 };
-view read_view(pool::core& c) noexcept;
+view read_view(pool_core& c) noexcept;
 // Brings tc up to `now`: frees what it caches when a trim began since or runs, or the pool is
 // off, and aims its view again.
-void catch_up(pool::core& c, cache& tc, const view& now) noexcept;
+void catch_up(pool_core& c, cache& tc, const view& now) noexcept;
 // Reads the state word (F') and brings tc up to it if it moved; answers the word.
-std::uint64_t bring_up_to_date(pool::core& c, cache& tc) noexcept;
+std::uint64_t bring_up_to_date(pool_core& c, cache& tc) noexcept;
 // Everything tc holds leaves it: buffers go to the shared stacks when `keep` (a thread that
 // exits) and are freed otherwise (or when no slot can be had), places and slots go back.
 void empty_cache(caller& k, bool keep) noexcept;
@@ -323,14 +315,14 @@ void empty_cache(caller& k, bool keep) noexcept;
 // This thread's cache for the pool: from the thread's directory or list, or else, when `make`,
 // a new one (enrolled with make_cache). Null when there is none: the thread is past its
 // thread_local destructors, no memory could be had, or `make` is false.
-cache* cache_of_this_thread(pool::core& c, bool make) noexcept;
+cache* cache_of_this_thread(pool_core& c, bool make) noexcept;
 
 // Points this thread's front at tc's view under the state word `state` (pool.cpp's leave()).
 void point_front(std::uint64_t state, cache& tc) noexcept;
 
 // A new cache for this thread, entered in the core's registry, with a seat if one is free.
 // Throws std::bad_alloc.
-cache* make_cache(pool::core& c);
+cache* make_cache(pool_core& c);
 
 // Gives a thread's cache a seat, if one is free (and memory for its view can be had): from then
 // on it caches, and its thread's front may point at it.
@@ -342,7 +334,7 @@ void take_seat(cache& tc) noexcept;
 void give_back(cache* tc) noexcept;
 
 // The forking thread's cache for the pool, in a forked child; null if it has none.
-cache* own_cache_after_fork(const pool::core& c) noexcept;
+cache* own_cache_after_fork(const pool_core& c) noexcept;
 
 // What a thread's exit does for sluice::pool: gives every cache of the calling thread back to
 // its pool (or lets it go, if the pool is gone). Run by a thread_local destructor; the

@@ -1,7 +1,7 @@
 // The CPU caches: where the calls of threads whose cache has no seat keep their batches.
 //
 // A pool lets at most thread_caches_max threads cache for themselves (a seat each), so that what
-// caches hold does not grow with the number of threads (pool.hpp, THREAD CACHES). The other
+// caches hold does not grow with the number of threads (docs/pool.md, THREAD CACHES). The other
 // threads share one cache per CPU, as tcmalloc's per-CPU caches and Go's per-P pools do: a call
 // holds the cache of the CPU it runs on for its length, with a try-lock, and moves batches between
 // it and the shared stacks exactly as a thread's cache does (pool.cpp). Threads that run on one
@@ -28,7 +28,7 @@ namespace sluice::detail {
 
 namespace {
 
-using core = pool::core;
+using core = pool_core;
 
 bool try_hold(cache& cc) noexcept { return !cc.in_use.exchange(true, std::memory_order_acquire); }  // (L1)
 void let_go(cache& cc) noexcept { cc.in_use.store(false, std::memory_order_release); }              // (L2)
@@ -47,7 +47,7 @@ cache& this_cpus(core& c) noexcept {
 // state word. A call that sees a trim leaves them to it (and goes to the shared stacks), and one
 // that learns of it only once it holds one lets it go at once, so that trim waits only for calls
 // that took a CPU cache before its stamp, and for a later call only until it reads the stamp
-// (PROGRESS in sluice/pool.hpp; what calls that overlap a trim then miss: THREAD CACHES).
+// (PROGRESS in docs/pool.md; what calls that overlap a trim then miss: THREAD CACHES).
 bool may_use(const caller& k) noexcept { return k.c.cpu_cache_count > 0 && !trimming_in(k.state); }
 
 // A hint, read without the lock: whether cc's magazine of class cls holds a buffer.

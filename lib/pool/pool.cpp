@@ -1,7 +1,7 @@
 // sluice::pool's general paths: lock-free size-class stacks with caches in front (see core.hpp
-// for the layout, sluice/pool.hpp for the contract and the inline fast paths, places.cpp for the
-// bound, thread_caches.cpp for how a thread finds, keeps and gives up its caches, and
-// cpu_caches.cpp for the caches of threads without a seat).
+// for the layout, docs/pool.md for the contract, sluice/pool.hpp for the inline fast paths,
+// places.cpp for the bound, thread_caches.cpp for how a thread finds, keeps and gives up its
+// caches, and cpu_caches.cpp for the caches of threads without a seat).
 //
 // A take or retire that hits the calling thread's cache runs inline in the caller: one compare of
 // the thread's front key with the pool's state word (F), then the magazine. Everything else
@@ -44,6 +44,7 @@
 #include <thread>
 #include <tuple>
 
+#include "../exact_class.hpp"
 #include "core.hpp"
 
 namespace sluice {
@@ -61,7 +62,7 @@ using detail::trimming_in;
 
 namespace {
 
-using core = pool::core;
+using core = detail::pool_core;
 
 constexpr std::uint32_t slots_per_move = 32;  // slots move between a cache and the free stack so
 
@@ -71,8 +72,8 @@ static_assert(2 * 16 <= magazine::room);
 static_assert(detail::trims_mask < detail::one_stamp && (detail::trims_mask & detail::enabled_bit) == 0);
 static_assert(detail::class_of(SIZE_MAX) < detail::class_count_max);
 
-// Below this bound a cache could hold at most three buffers (bound / 16), which would save little
-// and could hoard much of what the bound allows: such pools use the shared stacks alone.
+// Below this bound a cache could hold at most two places (C = 2 * P with P = 1), which would save
+// little and could hoard much of what the bound allows: such pools use the shared stacks alone.
 constexpr std::size_t min_caching_bound = 64;
 
 // A stamp no pool's state word has carried (see core.hpp). A plain std::atomic, outside the
@@ -590,7 +591,7 @@ std::uint64_t bring_up_to_date(core& c, cache& tc) noexcept {
   return now.state;
 }
 
-cache::cache(pool::core& c, kind k)
+cache::cache(pool_core& c, kind k)
     : core(c),
       owner(k),
       class_count(c.caching ? c.classes.count() : 0),
@@ -636,13 +637,13 @@ std::size_t cache::spare_places() const noexcept {
 
 // ---- the pool's shared state ---------------------------------------------------------------------
 
-pool::core::core(const pool_options& o, detail::atomic<std::uint64_t>& state_word)
+detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t>& state_word)
     : classes(o.ceiling),
       class_size(std::make_unique<std::size_t[]>(classes.count())),
       bound(o.bound),
       caching(o.thread_cache && o.bound >= min_caching_bound),
-      // P = clamp(L / 2, 1, 16) with L = clamp(bound / 16, 1, 64), as pool.hpp states.
-      place_batch(static_cast<std::uint32_t>(std::clamp<std::size_t>(std::clamp<std::size_t>(o.bound / 16, 1, 64) / 2, 1, 16))),
+      // P = clamp(bound / 32, 1, 16), as docs/pool.md states.
+      place_batch(static_cast<std::uint32_t>(std::clamp<std::size_t>(o.bound / 32, 1, 16))),
       cache_places(2 * place_batch),
       // A quarter of the bound for each kind of cache (min_caching_bound: at least four each).
       thread_caches_max(caching ? static_cast<std::uint32_t>(std::min<std::size_t>(o.bound / 4 / cache_places, UINT32_MAX)) : 0),
@@ -662,23 +663,23 @@ pool::core::core(const pool_options& o, detail::atomic<std::uint64_t>& state_wor
   join();  // last: a fork may lock this core from here on
 }
 
-pool::core::~core() { leave(); }
+detail::pool_core::~pool_core() { leave(); }
 
 // Lock order: the CPU caches (whose users may take shelf_mutex while they hold one), then
 // admin_mutex, then shelf_mutex.
-void pool::core::lock_for_fork() noexcept {
+void detail::pool_core::lock_for_fork() noexcept {
   detail::hold_cpu_caches(*this);
   admin_mutex.lock();
   shelf_mutex.lock();
 }
 
-void pool::core::unlock_in_parent() noexcept {
+void detail::pool_core::unlock_in_parent() noexcept {
   shelf_mutex.unlock();
   admin_mutex.unlock();
   detail::let_go_cpu_caches(*this);
 }
 
-void pool::core::unlock_in_child() noexcept {
+void detail::pool_core::unlock_in_child() noexcept {
   if (alive.load(std::memory_order_relaxed)) adopt_after_fork(*this);
   shelf_mutex.unlock();
   admin_mutex.unlock();
@@ -724,22 +725,16 @@ held pool::acquire_general(std::size_t size) {
 
 void pool::retire_general(held h) noexcept { retire_any(*core_, h); }
 
-buffer pool::take_exact(std::size_t size) {
-  held h = take_cached(size);
-  if (h.data == nullptr) h = take_any(*core_, size, /*exact=*/true);
-  return detail::buffer_access::make_or_empty(h, size);
+void* detail::exact_class::allocate(pool& p, std::size_t size) {
+  if (held h = p.take_cached(size); h.data != nullptr) return h.data;
+  if (held h = take_any(*p.core_, size, /*exact=*/true); h.data != nullptr) return h.data;
+  return detail::allocate_bytes(p.core_->classes.fresh_capacity(size));
 }
 
-void* pool::allocate_exact(std::size_t size) {
-  if (held h = take_cached(size); h.data != nullptr) return h.data;
-  if (held h = take_any(*core_, size, /*exact=*/true); h.data != nullptr) return h.data;
-  return detail::allocate_bytes(core_->classes.fresh_capacity(size));
-}
-
-void pool::deallocate_exact(void* p, std::size_t size) noexcept {
+void detail::exact_class::deallocate(pool& p, void* block, std::size_t size) noexcept {
   // size <= ceiling: the block has its class's own size
-  const held h{static_cast<std::byte*>(p), core_->class_size[detail::class_of(size)]};
-  if (!retire_cached(h)) retire_any(*core_, h);
+  const held h{static_cast<std::byte*>(block), p.core_->class_size[detail::class_of(size)]};
+  if (!p.retire_cached(h)) retire_any(*p.core_, h);
 }
 
 void pool::set_enabled(bool on) noexcept {

@@ -8,7 +8,7 @@
 // link B cannot succeed after A was popped and pushed back, because the head is then (A, t' != t).
 // The tag wraps after 2^32 modifications of one head; ABA then needs a thread to be suspended
 // between its read and its CAS for a multiple of exactly that many, the residual risk of IBM's
-// original (pool.hpp states it).
+// original (docs/pool.md, PROGRESS, states it).
 //
 // The algorithm is R. K. Treiber's stack (Systems Programming: Coping with Parallelism, IBM
 // RJ 5118, 1986) with the tagged head of the IBM System/370 manual, extended to move chains:

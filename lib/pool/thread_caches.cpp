@@ -4,9 +4,9 @@
 // (sluice/detail/pool_cache.hpp) takes it to the magazine directly.
 //
 // Every thread that calls a pool has a cache for it, for its statistics and spare slots; it
-// caches buffers only while it holds one of the pool's seats (core::thread_caches_max of them),
-// taken at its first call or at a later one when another thread has given its seat up, and held
-// until the thread exits.
+// caches buffers only while it holds one of the pool's seats (pool_core::thread_caches_max of
+// them), taken at its first call or at a later one when another thread has given its seat up, and
+// held until the thread exits.
 //
 // Every cache a thread holds is on its list (`caches`, linked through next_of_thread). The
 // directory, a small array, remembers the most recently used few, so that finding the cache
@@ -25,6 +25,8 @@
 
 namespace sluice::detail {
 
+// SLUICE_PER_THREAD_DECLARED: the Relacy checks' build, whose seam (test/relacy/seam) keeps each
+// modelled thread's state apart; no other build, nor any header a program includes, defines it.
 #ifndef SLUICE_PER_THREAD_DECLARED
 constinit thread_local thread_front tls_front __attribute__((tls_model("initial-exec"))){};
 #endif
@@ -32,7 +34,7 @@ constinit thread_local thread_front tls_front __attribute__((tls_model("initial-
 namespace {
 
 struct directory_entry {
-  const pool::core* core = nullptr;
+  const pool_core* core = nullptr;
   cache* tc = nullptr;
 };
 constexpr std::size_t directory_ways = 8;
@@ -43,18 +45,19 @@ struct thread_caches {
   bool torn_down = false;          // the reaper has run: calls from later destructors go uncached
 };
 
-// The initial-exec TLS that sluice/detail/pool_cache.hpp promises stays under 200 bytes.
+// The initial-exec TLS that sluice/detail/this_thread_front.hpp promises stays under 200 bytes.
 static_assert(sizeof(thread_front) + sizeof(thread_caches) < 200);
 static_assert(std::is_trivially_destructible_v<thread_front> && std::is_trivially_destructible_v<thread_caches>);
 
 #ifdef SLUICE_PER_THREAD_DECLARED
 // A model checker whose threads share one OS thread (Relacy's fibers) keeps each one's state
-// through the seam (sluice/detail/atomic.hpp), and drives their exits through
+// through its seam (per_thread, test/relacy/relacy_atomic.hpp), and drives their exits through
 // release_thread_caches() itself.
 thread_caches& this_thread() noexcept { return per_thread<thread_caches>(); }
 void arm_reaper() {}
 #else
-// Initial-exec, like the front: see sluice/detail/pool_cache.hpp for what that means for dlopen.
+// Initial-exec, like the front: sluice/detail/this_thread_front.hpp says what that means for
+// dlopen.
 constinit thread_local thread_caches tls_caches __attribute__((tls_model("initial-exec"))){};
 
 struct reaper {
@@ -103,7 +106,7 @@ void forget_dead() noexcept {
 
 // A new cache for this thread's first call to the pool; null when the thread is exiting or no
 // memory can be had (the call then goes uncached).
-cache* enroll(pool::core& c) noexcept {
+cache* enroll(pool_core& c) noexcept {
   thread_caches& me = this_thread();
   if (me.torn_down) return nullptr;
   forget_dead();  // here, where the call blocks anyway, so that other calls never wait for it
@@ -122,7 +125,7 @@ cache* enroll(pool::core& c) noexcept {
 
 }  // namespace
 
-cache* cache_of_this_thread(pool::core& c, bool make) noexcept {
+cache* cache_of_this_thread(pool_core& c, bool make) noexcept {
   thread_caches& me = this_thread();
   for (const auto& e : me.directory) {
     if (e.core == &c) return e.tc;
@@ -140,7 +143,7 @@ void point_front(std::uint64_t state, cache& tc) noexcept {
   this_thread_front() = {state, tc.view.get(), 0, &tc.absent};
 }
 
-cache* own_cache_after_fork(const pool::core& c) noexcept {
+cache* own_cache_after_fork(const pool_core& c) noexcept {
   for (cache* tc = this_thread().caches; tc != nullptr; tc = tc->next_of_thread) {
     if (&tc->core == &c) return tc;
   }
@@ -158,7 +161,7 @@ void release_thread_caches() noexcept {
 }
 
 void take_seat(cache& tc) noexcept {
-  pool::core& c = tc.core;
+  pool_core& c = tc.core;
   std::uint32_t seats = c.seats.load(std::memory_order_relaxed);
   do {
     if (seats >= c.thread_caches_max) return;
@@ -172,7 +175,7 @@ void take_seat(cache& tc) noexcept {
   tc.caching = true;
 }
 
-cache* make_cache(pool::core& c) {
+cache* make_cache(pool_core& c) {
   auto* tc = new cache(c, cache::kind::thread);
   take_seat(*tc);
   std::lock_guard lock(c.admin_mutex);  // (M)
@@ -184,7 +187,7 @@ cache* make_cache(pool::core& c) {
 }
 
 void give_back(cache* tc) noexcept {
-  pool::core& c = tc->core;
+  pool_core& c = tc->core;
   bool last = false;
   {
     std::lock_guard lock(c.admin_mutex);  // (M)

@@ -6,6 +6,7 @@
 // in linearization order. Replaying that log through the sequential model (the mutex twin, or a
 // plain container) must give the same answers: the check is exact, not a sample.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <cstdlib>
@@ -26,6 +27,9 @@ using sluice_test::det::op;
 using sluice_test::det::scheduler;
 using sluice_test::det::seeds;
 namespace sd = sluice::detail;
+
+// seam/ ahead of include/ on the include path (meson.build): the scheduler's atomic, not std's.
+static_assert(!std::is_same_v<sd::atomic<int>, std::atomic<int>>, "the deterministic seam is not in use");
 
 namespace {
 

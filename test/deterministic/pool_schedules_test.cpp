@@ -19,6 +19,7 @@
 
 #include "../doctest.hpp"
 #include "../kinds.hpp"
+#include "exact_class.hpp"
 #include "pool/core.hpp"
 #include "scheduler.hpp"
 #include "sluice/pool.hpp"

@@ -3,7 +3,8 @@
 // same seed gives the same interleaving, so any failing schedule can be replayed.
 //
 // The primitives reach it through their one atomic seam: this test's executable compiles the
-// library's sources with SLUICE_ATOMIC_HEADER naming deterministic_atomic.hpp beside this file, whose
+// library's sources with seam/ ahead of include/ on the include path, so that their
+// sluice/detail/atomic.hpp is seam/'s, which takes deterministic_atomic.hpp beside this file, whose
 // sluice::detail::atomic calls scheduler::yield() before every operation, and whose
 // sluice::detail::mutex yields while it finds the mutex held, so whole pools run here too: their
 // lock-free parts, their mutexes, thread exit (sluice::detail::release_thread_caches) and ~pool.

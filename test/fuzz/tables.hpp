@@ -35,8 +35,8 @@ inline constexpr std::size_t ceiling_table[] = {
     (4 << 20) + 1, std::size_t{1} << 32, std::size_t{1} << 40, ptrdiff_max, ptrdiff_max + 1,
     std::size_t{7} << 61, size_max - 1, size_max};
 
-// Bounds: 0, the sizes where thread caches begin (64) and grow (bound / 16 buffers, places of the
-// bound in batches of half that), and the top.
+// Bounds: 0, the sizes where thread caches begin (64) and grow (C = 2 * P places of the bound,
+// taken P = bound / 32 at a time, up to 16), and the top.
 inline constexpr std::size_t bound_table[] = {
     0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 95, 96, 127, 128, 1023, 1024, 2048,
     1 << 20, size_max / 2, size_max - 1, size_max};

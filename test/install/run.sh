@@ -27,6 +27,12 @@ for kind in shared static; do
   quiet "$meson" setup "$work/build-$kind" "$root" --prefix="$prefix" --buildtype=release \
     -Ddefault_library="$kind" -Dtests=false -Dbenchmarks=false
   quiet "$meson" install -C "$work/build-$kind"
+  # Only what users need: include/sluice as it is, with none of the test builds' seams (those
+  # live under test/ and come first on those builds' include paths alone).
+  diff -r "$root/include/sluice" "$prefix/include/sluice" >"$work/log" 2>&1 || { cat "$work/log"; exit 1; }
+  if grep -rnE 'SLUICE_(ATOMIC_HEADER|PER_THREAD_DECLARED|PLAIN_DECLARED)|per_thread' "$prefix/include" >"$work/log"; then
+    cat "$work/log"; echo "a test seam in the installed headers"; exit 1
+  fi
   pcdir=$(dirname "$(find "$prefix" -name sluice.pc)")
   libdir=$(dirname "$pcdir")
   export PKG_CONFIG_PATH=$pcdir LD_LIBRARY_PATH=$libdir

@@ -86,7 +86,7 @@ class toy_pool {
     return b;
   }
 
-  // pool_resource's take (sluice::detail::exact_class): only n's own class size serves.
+  // pool_resource's take (drivers.hpp's take_exact): only n's own class size serves.
   sluice::buffer take_exact(std::size_t n) {
     if (fault_ == fault::inexact) return take(n);
     std::lock_guard lock(mutex_);

@@ -25,6 +25,7 @@
 #endif
 
 #include "../kinds.hpp"
+#include "exact_class.hpp"
 #include "gate_model.hpp"
 #include "lincheck.hpp"
 #include "pool_model.hpp"
@@ -271,6 +272,17 @@ struct pool_step {
   bool exact = false;    // take: from size's own class only (sluice::detail::exact_class)
 };
 
+// pool_resource's take, from size's own class only: sluice::detail::exact_class's (a friend of
+// sluice's pools, in lib/, not installed), or a toy pool's own (broken.hpp).
+template <class Pool>
+sluice::buffer take_exact(Pool& p, std::size_t size) {
+  if constexpr (requires { p.take_exact(size); }) {
+    return p.take_exact(size);
+  } else {
+    return sluice::detail::exact_class::take(p, size);
+  }
+}
+
 using pool_mix = std::function<pool_step(std::mt19937_64&)>;
 
 inline pool_step any_pool_step(std::mt19937_64& rng) {
@@ -363,7 +375,7 @@ pool_history record_pool_history(std::mt19937_64& rng, std::uint32_t threads, po
       switch (s.op) {
         case pool_op::take:
           logs[i].run(c, [&](pool_call& k) {
-            if (sluice::buffer b = k.exact ? sluice::detail::exact_class::take(*p, k.size) : p->take(k.size)) {
+            if (sluice::buffer b = k.exact ? take_exact(*p, k.size) : p->take(k.size)) {
               k.answer = b.capacity();
               k.answer_id = read_mark(b);
               taken.push_back(std::move(b));

@@ -1,5 +1,5 @@
 // The gate's calls as the checker sees them, and the sequential gate they are checked against,
-// written from the contract in sluice/gate.hpp (not from lib/gate.cpp, which it checks).
+// written from the contract in docs/gate.md (not from lib/gate.cpp, which it checks).
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,5 @@
 // Histories of real concurrent runs of the pools, each checked against the sequential pool (or,
-// for the thread caches, against the relaxations pool.hpp documents); then pools broken on
+// for the thread caches, against the relaxations docs/pool.md documents); then pools broken on
 // purpose, which must be caught.
 #include <memory>
 #include <random>
@@ -34,9 +34,9 @@ TEST_CASE("lincheck: mutex_pool histories fit the exact model") {
 // The lock-free pool is not linearizable against the exact model. A retire reserves its place of
 // the bound before its buffer can be taken, and a take gives its place back after, so a call in
 // flight can make another thread's retire drop, or its retained() count, a buffer that no take
-// can see yet (pool.hpp's BOUND and MEMORY ORDERING paragraphs): IN FLIGHT. And take looks at
+// can see yet (docs/pool.md's BOUND and MEMORY ORDERING sections): IN FLIGHT. And take looks at
 // one class after another, so it can pass over a buffer filed in a class it had already looked
-// at: SCAN (pool.hpp's LINEARIZABILITY paragraph states both). Both are seen in real runs (pool_model.hpp); how many
+// at: SCAN (docs/pool.md's LINEARIZABILITY section states both). Both are seen in real runs (pool_model.hpp); how many
 // histories the exact model rejected is printed beside the count, with the first of them.
 TEST_CASE("lincheck: pool histories, thread caches off, fit the exact model with IN FLIGHT and SCAN") {
   const pool_rules relaxed{.in_flight = true, .scan = true};
@@ -77,7 +77,7 @@ TEST_CASE("lincheck: exact takes (pool_resource's) fit the same models") {
 // once no call is in flight. A trim frees everything in the exact model; with the caches, what
 // other workers cache is freed at their next call (pool_model.hpp, CACHES). TRIM IN FLIGHT
 // (sluice::pool's trim frees one class after another: calls overlapping it may see some classes
-// freed and others not) is not in pool.hpp; how many histories needed it is printed, with the
+// freed and others not) is not in docs/pool.md; how many histories needed it is printed, with the
 // first. lib/pool.cpp at 8c28088 fails these cases now and then (in measured runs about 1 history
 // in 1,000 with the caches off, 1 in 5,000 with them on): a retire that began before a trim and
 // filed its buffer after it emptied the buffer's class, buffers other threads retired after the

@@ -1,5 +1,5 @@
 // The pool's calls as the checker sees them, and the sequential pool they are checked against,
-// written from the contract in sluice/pool.hpp (not from lib/, which it checks).
+// written from the contract in docs/pool.md (not from lib/, which it checks).
 //
 // Buffers are told apart by a mark, a small number written into their first bytes before they
 // are retired and read back when a take answers them: the pool never touches a buffer's bytes,
@@ -48,7 +48,7 @@ struct pool_call {
   std::uint32_t others_started = 0;       // other workers that invoked a call before this one returned
 };
 
-// The size of the class that serves a request of n <= ceiling, as pool.hpp describes the
+// The size of the class that serves a request of n <= ceiling, as docs/pool.md describes the
 // classes: the smallest of 16, 20, 24, 28, 32, 40, ... that is at least n, cut at the ceiling.
 inline std::size_t class_size(std::size_t n, std::size_t ceiling) {
   std::size_t size = 16;
@@ -113,19 +113,19 @@ struct pool_rules {
 
   // SCAN (take looks at one class after another, not at a snapshot of them all). A take may pass
   // over a buffer that serves, answering a larger one or none, when that buffer's retire
-  // overlapped the take: it landed in a class the take had already looked at (pool.hpp's
-  // LINEARIZABILITY paragraph states it). Real runs of sluice::pool do it: a take answered none
+  // overlapped the take: it landed in a class the take had already looked at (docs/pool.md's
+  // LINEARIZABILITY section states it). Real runs of sluice::pool do it: a take answered none
   // while at every instant of the call some retained buffer served it.
   bool scan = false;
 
-  // CACHES (the THREAD CACHES section of pool.hpp), read as follows:
+  // CACHES (the THREAD CACHES section of docs/pool.md), read as follows:
   //  - "take on one thread may miss buffers that another live thread caches": each on-class
   //    buffer carries the set of threads whose cache may hold it. A thread's own retire puts the
   //    buffer in its own cache; a take pops a batch from the shared stacks, so every on-class
   //    buffer that could serve it may now sit in the taker's cache. A take may pass over (or miss)
   //    a buffer that some other thread may cache, never one only it or nobody may cache.
   //    Off-class buffers "live on a short locked list beside the lock-free stacks": never cached.
-  //    The cache's limit (L = bound / 16, at most 64) is not modelled: missing any buffer another
+  //    The cache's limit (C = 2 * P, at most 32) is not modelled: missing any buffer another
   //    thread may cache is allowed, which covers it.
   //  - "a caching thread takes places of the bound P ... at a time and keeps at most 2 * P of them
   //    unused, so a retire on another thread can be dropped while retained() is up to 2 * P per
@@ -162,7 +162,7 @@ struct pool_rules {
   //    take pops) are not doomed by it.
   bool caches = false;
 
-  // TRIM IN FLIGHT (not in pool.hpp, which names SCAN and IN FLIGHT as sluice::pool's only
+  // TRIM IN FLIGHT (not in docs/pool.md, which names SCAN and IN FLIGHT as sluice::pool's only
   // departures from linearizability): a trim is not one step. lib/pool.cpp (at 8c28088) empties
   // one class's stack after another, then the off-class shelves, and gives each class's places
   // of the bound back after freeing its buffers. So, for calls that overlap a trim:
@@ -200,10 +200,9 @@ class pool_model final : public model {
   static constexpr std::size_t stride = 4;  // capacity, mark, who, deadline
 
   // The most spare places of the bound one caching thread keeps: 2 * P, where
-  // P = clamp(L / 2, 1, 16) and L = clamp(bound / 16, 1, 64) (pool.hpp, THREAD CACHES).
+  // P = clamp(bound / 32, 1, 16) (docs/pool.md, THREAD CACHES).
   static std::size_t spare_places(std::size_t bound) {
-    const std::size_t limit = std::clamp<std::size_t>(bound / 16, 1, 64);
-    return 2 * std::clamp<std::size_t>(limit / 2, 1, 16);
+    return 2 * std::clamp<std::size_t>(bound / 32, 1, 16);
   }
 
   pool_model(pool_rules rules, std::span<const timing> when, std::span<const pool_call> calls,
@@ -414,7 +413,7 @@ class pool_model final : public model {
     return out + "}";
   }
 
-  // A class size, as pool.hpp describes them: four per power of two from 16 (16, 20, 24, 28,
+  // A class size, as docs/pool.md describes them: four per power of two from 16 (16, 20, 24, 28,
   // 32, 40, ...), the top class cut at the ceiling.
   bool on_class(std::size_t capacity) const noexcept {
     if (capacity == rules_.ceiling) return true;

@@ -2,14 +2,20 @@
 // of the library's orderings on purpose, to show that the check reports it.
 #pragma once
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <streambuf>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../doctest.hpp"
 #include "relacy_atomic.hpp"
+#include "sluice/detail/atomic.hpp"
+
+// seam/ ahead of include/ on the include path (meson.build): Relacy's atomic, not std's.
+static_assert(!std::is_same_v<sluice::detail::atomic<int>, std::atomic<int>>, "the Relacy seam is not in use");
 
 namespace sluice_relacy {
 

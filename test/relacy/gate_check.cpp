@@ -1,5 +1,5 @@
-// The gate's real code (lib/gate.cpp) under Relacy: its counts, the publication that gate.hpp's
-// MEMORY ORDERING paragraph promises, and the no-lost-wake-up protocol (W) of a waiting admit.
+// The gate's real code (lib/gate.cpp) under Relacy: its counts, the publication that docs/gate.md's
+// MEMORY ORDERING section promises, and the no-lost-wake-up protocol (W) of a waiting admit.
 #include <cstdio>
 #include <optional>
 

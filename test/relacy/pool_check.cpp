@@ -20,7 +20,7 @@ namespace {
 
 using namespace sluice_relacy;
 
-// bound 64: each cache holds at most L = 4 buffers and takes places P = 2 at a time (pool.hpp).
+// bound 64: each cache holds at most C = 4 places and takes them P = 2 at a time (docs/pool.md).
 constexpr std::size_t bound = 64;
 constexpr std::size_t frame = 16;  // the first class: trim drains it first, so its races are short
 constexpr int most_buffers = 8;
@@ -71,7 +71,7 @@ struct pool_check_base {
   static void exit_thread() { sluice::detail::release_thread_caches(); }
 };
 
-// One thread retires five buffers: the fifth finds its cache full (L = 4) and flushes it to the
+// One thread retires five buffers: the fifth finds its cache full (C = 4) and flushes it to the
 // shared stack, through the publish of (P). Another takes what it can and reads it.
 struct handoff : pool_check_base, rl::test_suite<handoff, 2> {
   void before() { start(); }

@@ -204,7 +204,6 @@ class condition_variable {
 
 // Plain data that passes between threads (a slot's buffer pointer), as an rl::var: Relacy then
 // reports a read or write that no release/acquire orders after the last write as a data race.
-#define SLUICE_PLAIN_DECLARED
 template <class T>
 class plain {
  public:
@@ -238,7 +237,9 @@ inline void reset_threads() {
 
 namespace sluice::detail {
 // Relacy runs its threads as fibers of one OS thread, which would share every thread_local: the
-// pool's per-thread state comes from here instead, one T per modelled thread.
+// pool's per-thread state comes from here instead, one T per modelled thread (the front through
+// seam/sluice/detail/this_thread_front.hpp; the rest in lib/pool/thread_caches.cpp, which this
+// macro tells so).
 #define SLUICE_PER_THREAD_DECLARED
 template <class T>
 T& per_thread() noexcept {

@@ -6,12 +6,12 @@
 // A thread's front (thread_front, one per thread, in static TLS) names the pool it last called
 // and that pool's magazines as this thread's cache holds them: `key` is the pool's state word as
 // the thread last brought its cache up to date with it, and `view` the magazine to use per size
-// class. Every pool's state word is unique to that pool and that moment (lib/pool/core.hpp), so
-// one compare, key == the pool's state word, stands for "this thread's cache, of this pool, up to
-// date, the pool enabled"; any other answer sends the call to the general path
-// (lib/pool/pool.cpp), which brings the cache up to date and points the front at it again. Only
-// a thread whose cache has a seat has its front pointed at it (sluice/pool.hpp, THREAD CACHES):
-// the others' calls all go to the general path, and to the cache of the CPU they run on.
+// class. Every pool's state word is unique to that pool and that moment (the library draws its
+// stamps so), so one compare, key == the pool's state word, stands for "this thread's cache, of
+// this pool, up to date, the pool enabled"; any other answer sends the call to the library's
+// general path, which brings the cache up to date and points the front at it again. Only a
+// thread whose cache has a seat has its front pointed at it (docs/pool.md, THREAD CACHES): the
+// others' calls all go to the general path, and to the cache of the CPU they run on.
 //
 // A magazine holds one class's cached buffers, items[0, count), and owns `owned` places of the
 // pool's bound, one for each buffer it holds and the rest spare: a take that hits leaves its
@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "sluice/detail/atomic.hpp"
+#include "sluice/detail/this_thread_front.hpp"
 
 namespace sluice::detail {
 
@@ -86,21 +87,9 @@ struct thread_front {
   magazine* recent = nullptr;
 };
 
-#ifdef SLUICE_PER_THREAD_DECLARED
-inline thread_front& this_thread_front() noexcept { return per_thread<thread_front>(); }
-#define SLUICE_DETAIL_FRONT ::sluice::detail::this_thread_front()
-#else
-// Initial-exec TLS: one instruction to reach, no call. A libsluice.so that a program loads with
-// dlopen takes its initial-exec TLS (this and the thread's directory of caches, under 200 bytes)
-// from the static TLS that glibc keeps spare for such libraries (512 bytes by default, the
-// tunable glibc.rtld.optional_static_tls); test/dlopen loads it so.
-extern constinit thread_local thread_front tls_front __attribute__((tls_model("initial-exec")));
-inline thread_front& this_thread_front() noexcept { return tls_front; }
-// The inline paths name the variable itself, never a reference to it: GCC's UBSan checks a
-// reference's address against null with the flags of an `add` that the linker may relax into
-// a `lea`, which sets none, and then reports a null that is not there (a static link, x86-64).
-#define SLUICE_DETAIL_FRONT ::sluice::detail::tls_front
-#endif
+// This thread's front. The library uses it through this function; the inline paths below name
+// the variable itself (SLUICE_DETAIL_FRONT, sluice/detail/this_thread_front.hpp).
+inline thread_front& this_thread_front() noexcept { return SLUICE_DETAIL_FRONT; }
 
 // Whether this thread's front is the cache of the pool whose state word is `state`, up to date.
 // Then front_view(class_of(n)) is the magazine for a request or a capacity of n.
@@ -108,7 +97,7 @@ inline thread_front& this_thread_front() noexcept { return tls_front; }
 // (F) Relaxed: a trim, switch or off-class shelving that happens-before this call wrote the state
 // word before it, so this load sees that write or a later one (write-read coherence) and the call
 // goes to the general path, which frees or mends the cache; one that merely ran earlier on
-// another thread reaches this one at a later call, as sluice/pool.hpp's THREAD CACHES allows.
+// another thread reaches this one at a later call, as docs/pool.md's THREAD CACHES allows.
 [[gnu::always_inline]] inline bool front_is_current(const atomic<std::uint64_t>& state) noexcept {
   return SLUICE_DETAIL_FRONT.key == state.load(std::memory_order_relaxed);
 }
