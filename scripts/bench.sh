@@ -23,7 +23,7 @@ export SLUICE_BENCH_THREADS=${SLUICE_BENCH_THREADS:-1,2,4,8}
 mkdir -p "$dir"
 reconfigure=()
 [[ -f $dir/build.ninja ]] && reconfigure=(--reconfigure)
-meson setup "$dir" "${reconfigure[@]}" --buildtype=release -Dtests=false -Dbenchmarks=true \
+meson setup "$dir" "${reconfigure[@]}" --buildtype=release -Dtests=disabled -Dexamples=disabled -Dbenchmarks=enabled \
   >"$dir/setup.log" 2>&1 || { tail -30 "$dir/setup.log"; echo "bench: configure failed"; exit 1; }
 ninja -C "$dir" >"$dir/build.log" 2>&1 || { tail -40 "$dir/build.log"; echo "bench: build failed"; exit 1; }
 

@@ -84,7 +84,7 @@ for mode in "${modes[@]}"; do
   link=()
   [[ -n ${stdlib[$mode]:-} ]] && link=(-Dcpp_link_args="${stdlib[$mode]}")
   CXX=${compiler[$mode]} meson setup "$dir" "${reconfigure[@]}" "${machine[@]}" --buildtype=debugoptimized \
-    -Ddefault_library="${library[$mode]:-static}" -Dbenchmarks=false -Db_sanitize="${sanitize[$mode]}" \
+    -Ddefault_library="${library[$mode]:-static}" -Dtests=enabled -Db_sanitize="${sanitize[$mode]}" \
     -Dcpp_args="-fno-sanitize-recover=undefined ${stdlib[$mode]:-}" "${link[@]}" \
     >"$dir.setup.log" 2>&1 || { tail -20 "$dir.setup.log"; echo "$mode: configure failed"; status=1; continue; }
   { read -ra tests; read -ra targets; } < <(python3 scripts/select_tests.py "$dir" "${suites[$mode]}" "${skip[$mode]:-}")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the differential fuzz target with clang (libFuzzer, AddressSanitizer, UBSan) and runs
-# it over the committed corpus, then fuzzes for a while.
-#   test/fuzz/run.sh [SECONDS [WORKDIR]]      defaults: 20 seconds, build-fuzz/
+# it over the committed corpus, then fuzzes for a while. The Meson test fuzz_differential runs it
+# (plain builds) with the library's sources from lib/meson.build, the one list of them:
+#   test/fuzz/run.sh SECONDS WORKDIR SOURCE...
+# SLUICE_FUZZ_SECONDS overrides SECONDS, for a longer run through Meson (README.md here).
 # Every input of test/fuzz/corpus and of WORKDIR/corpus runs first; then libFuzzer mutates for
 # SECONDS (0: replay only). New inputs go to WORKDIR/corpus (never to the committed corpus), a
 # failing input to WORKDIR/crash-*. Prints one line "fuzz_differential: N executions in S s ..."
@@ -9,14 +11,17 @@
 # rebuilt when a source is newer than it.
 # CXX_FUZZ names the compiler (default: clang++-14, else clang++).
 set -euo pipefail
-seconds=${1:-20}
-[[ $seconds =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS [WORKDIR]]"; exit 2; }
+[[ $# -ge 3 && $1 =~ ^[0-9]+$ ]] || { echo "usage: $0 SECONDS WORKDIR SOURCE..."; exit 2; }
+seconds=${SLUICE_FUZZ_SECONDS:-$1}
+[[ $seconds =~ ^[0-9]+$ ]] || { echo "SLUICE_FUZZ_SECONDS: a number of seconds"; exit 2; }
 limit=(-max_total_time="$seconds")
 [[ $seconds -eq 0 ]] && limit=(-runs=0)  # libFuzzer reads max_total_time=0 as "no limit"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-work=${2:-$root/build-fuzz}
-mkdir -p "$work/corpus"
-work=$(cd "$work" && pwd)
+mkdir -p "$2/corpus"
+work=$(cd "$2" && pwd)
+sources=()
+for s in "${@:3}"; do sources+=("$(realpath "$s")"); done
+sources+=("$root/test/fuzz/differential.cpp")
 cd "$root"
 
 cxx=${CXX_FUZZ:-}
@@ -28,7 +33,6 @@ fi
 [[ -n $cxx ]] || { echo "fuzz_differential: no clang++ (scripts/deps.sh fuzz installs it)"; exit 1; }
 
 bin=$work/differential
-sources=(lib/*.cpp lib/pool/*.cpp test/fuzz/differential.cpp)
 if [[ ! -x $bin ]] || [[ -n $(find include lib test/fuzz/differential.cpp test/fuzz/*.hpp test/fuzz/run.sh -newer "$bin" -type f | head -1) ]]; then
   echo "fuzz_differential: building with $cxx"
   start=$SECONDS

@@ -25,7 +25,7 @@ for kind in shared static; do
   prefix=$work/prefix-$kind
   step "install ($kind) into a scratch prefix"
   quiet "$meson" setup "$work/build-$kind" "$root" --prefix="$prefix" --buildtype=release \
-    -Ddefault_library="$kind" -Dtests=false -Dbenchmarks=false
+    -Ddefault_library="$kind" -Dtests=disabled -Dexamples=disabled
   quiet "$meson" install -C "$work/build-$kind"
   # Only what users need: include/sluice as it is, with none of the test builds' seams (those
   # live under test/ and come first on those builds' include paths alone).
