@@ -22,9 +22,7 @@
 // whole contract (limits, progress, waiting, fork, memory ordering) is in docs/gate.md.
 #pragma once
 
-#if __cplusplus < 202002L
-#error "sluice needs C++20 (-std=c++20, or cpp_std=c++20 in Meson, or cxx_std_20 in CMake)"
-#endif
+#include "sluice/detail/platform.hpp"
 
 #include <chrono>
 #include <concepts>
@@ -34,7 +32,6 @@
 #include <utility>
 
 #include "sluice/detail/atomic.hpp"
-#include "sluice/detail/platform.hpp"
 
 namespace sluice {
 

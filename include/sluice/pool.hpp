@@ -8,7 +8,8 @@
 // bytes, written before its retire, are visible to the thread whose take answers it.
 //
 //   take(n)         a retained buffer with size() == n and capacity() >= n, else an empty one
-//   acquire(n)      take(n), else fresh memory of n bytes; throws std::bad_alloc without memory
+//   acquire(n)      take(n), else fresh memory of n bytes that fills n's class (exactly n above
+//                   the ceiling); throws std::bad_alloc without memory
 //   retire(b)       keeps b while enabled, within the bound and the ceiling; frees it otherwise
 //   trim()          frees what the pool retains (what other threads cache: at their next call)
 //   set_enabled(b)  off: take answers nothing, retire frees, and trim() runs
@@ -60,7 +61,7 @@ class pool {
   // take, acquire and retire are inline (below): a call that hits this thread's cache runs in
   // the caller's code; anything else goes to the general path in the library.
   [[nodiscard]] buffer take(std::size_t size);     // from the smallest class that serves, or empty
-  [[nodiscard]] buffer acquire(std::size_t size);  // take, else fresh memory filling size's class
+  [[nodiscard]] buffer acquire(std::size_t size);  // take, else fresh memory (summary above)
   void retire(buffer&& b) noexcept;                // kept, or else freed; never throws
   void set_enabled(bool on) noexcept;              // off: keeps nothing and frees what it retains
   [[nodiscard]] bool enabled() const noexcept;     // the switch set_enabled sets

@@ -10,6 +10,7 @@
 //   trim()               frees what the pool retains, never a block still allocated
 //   stats()              the pool's statistics (upstream's blocks are not in them)
 //   is_equal(other)      identity: a block goes back to the resource that allocated it
+//   upstream_resource()  where blocks the pool does not serve come from and go back to
 //
 // pool_resource runs on sluice::pool, mutex_pool_resource on sluice::mutex_pool. The whole
 // contract (why a block comes only from its size's own class, threads, lifetime) is in

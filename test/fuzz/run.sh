@@ -14,6 +14,7 @@ set -euo pipefail
 [[ $# -ge 3 && $1 =~ ^[0-9]+$ ]] || { echo "usage: $0 SECONDS WORKDIR SOURCE..."; exit 2; }
 seconds=${SLUICE_FUZZ_SECONDS:-$1}
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "SLUICE_FUZZ_SECONDS: a number of seconds"; exit 2; }
+seconds=$((10#$seconds))
 limit=(-max_total_time="$seconds")
 [[ $seconds -eq 0 ]] && limit=(-runs=0)  # libFuzzer reads max_total_time=0 as "no limit"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,7 +34,10 @@ fi
 [[ -n $cxx ]] || { echo "fuzz_differential: no clang++ (scripts/deps.sh fuzz installs it)"; exit 1; }
 
 bin=$work/differential
-if [[ ! -x $bin ]] || [[ -n $(find include lib test/fuzz/differential.cpp test/fuzz/*.hpp test/fuzz/run.sh -newer "$bin" -type f | head -1) ]]; then
+# Rebuilt when a file is newer than the target, or the list of sources changed.
+listed=$(printf '%s\n' "${sources[@]}")
+if [[ ! -x $bin ]] || [[ $listed != "$(cat "$bin.sources" 2>/dev/null)" ]] ||
+   [[ -n $(find include lib test/fuzz/differential.cpp test/fuzz/*.hpp test/fuzz/run.sh -newer "$bin" -type f | head -1) ]]; then
   echo "fuzz_differential: building with $cxx"
   start=$SECONDS
   "$cxx" -std=c++20 -O1 -gline-tables-only -pthread -Wall -Wextra \
@@ -41,6 +45,7 @@ if [[ ! -x $bin ]] || [[ -n $(find include lib test/fuzz/differential.cpp test/f
     -I include "${sources[@]}" -o "$bin.new" >"$work/build.log" 2>&1 ||
     { cat "$work/build.log"; echo "fuzz_differential: build failed"; exit 1; }
   mv "$bin.new" "$bin"
+  echo "$listed" >"$bin.sources"
   echo "fuzz_differential: built in $((SECONDS - start)) s"
 fi
 
