@@ -1,0 +1,173 @@
+"""Gate.admit_async under asyncio: many tasks, the count at every admission, timeouts,
+cancellation racing a wake-up, threads and tasks waiting together, first come first served."""
+import asyncio
+import random
+import threading
+
+import pytest
+
+import sluice
+
+
+@pytest.mark.parametrize("cap", [1, 2, 8])
+def test_thousands_of_tasks_never_pass_the_cap(gate_type, cap):
+    async def main():
+        g = gate_type(cap)
+        worst = 0
+
+        async def task(i):
+            nonlocal worst
+            assert await g.admit_async()
+            worst = max(worst, g.in_flight)
+            assert g.in_flight <= g.cap
+            await asyncio.sleep(0)
+            g.note_done()
+
+        await asyncio.gather(*(task(i) for i in range(3000)))
+        return g, worst
+
+    g, worst = asyncio.run(main())
+    assert g.in_flight == 0 and worst == cap
+
+
+def test_a_wait_that_times_out_counts_nothing(gate_type):
+    async def main():
+        g = gate_type(1)
+        g.note_submitted()
+        assert await g.admit_async(timeout=0.02) is False
+        assert await g.admit_async(timeout=0) is False
+        assert g.in_flight == 1
+        g.note_done()
+        assert await g.admit_async(timeout=0.02) is True
+        assert g.in_flight == 1
+
+    asyncio.run(main())
+
+
+def test_cancellation_racing_note_done_never_consumes_an_admission(gate_type):
+    async def main():
+        rng = random.Random(3)
+        g = gate_type(1)
+        for _ in range(300):
+            g.note_submitted()
+            waiter = asyncio.create_task(g.admit_async())
+            await asyncio.sleep(0)  # the task is waiting
+            # note_done from another thread while the task is cancelled here: either wins
+            t = threading.Thread(target=g.note_done)
+            if rng.random() < 0.5:
+                t.start()
+                waiter.cancel()
+            else:
+                waiter.cancel()
+                t.start()
+            t.join()
+            try:
+                admitted = await waiter
+            except asyncio.CancelledError:
+                admitted = False
+            if admitted:
+                g.note_done()
+            # nothing consumed: once any admission in transit has come back, the gate is empty
+            assert await g.admit_async(timeout=5)
+            g.note_done()
+            assert g.in_flight == 0
+
+    asyncio.run(main())
+
+
+def test_timeouts_with_wait_for_and_the_tasks_own_cancel(gate_type):
+    async def main():
+        g = gate_type(1)
+        g.note_submitted()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(g.admit_async(), 0.02)
+        g.note_done()
+        assert g.in_flight == 0
+        assert await asyncio.wait_for(g.admit_async(), 1)
+        assert g.in_flight == 1
+
+    asyncio.run(main())
+
+
+def test_threads_and_tasks_wait_on_one_gate(gate_type):
+    g = gate_type(2)
+    over = []
+
+    def thread():
+        for _ in range(300):
+            with g.permit():
+                if g.in_flight > 2:
+                    over.append(g.in_flight)
+
+    async def main():
+        async def task():
+            for _ in range(30):
+                assert await g.admit_async()
+                if g.in_flight > 2:
+                    over.append(g.in_flight)
+                await asyncio.sleep(0)
+                g.note_done()
+
+        await asyncio.gather(*(task() for _ in range(20)))
+
+    threads = [threading.Thread(target=thread) for _ in range(4)]
+    for t in threads:
+        t.start()
+    asyncio.run(main())
+    for t in threads:
+        t.join()
+    assert over == [] and g.in_flight == 0
+
+
+def test_waiting_tasks_are_served_first_come_first_served(gate_type):
+    async def main():
+        g = gate_type(1)
+        g.note_submitted()
+        order = []
+        served = asyncio.Semaphore(0)
+
+        async def task(i):
+            await g.admit_async()
+            order.append(i)
+            served.release()
+
+        tasks = []
+        for i in range(20):
+            tasks.append(asyncio.create_task(task(i)))
+            await asyncio.sleep(0)  # task i is waiting before task i + 1 starts
+        for _ in range(20):
+            g.note_done()
+            await asyncio.wait_for(served.acquire(), 10)  # one task served before the next room
+        await asyncio.gather(*tasks)
+        return order
+
+    assert asyncio.run(main()) == list(range(20))
+
+
+def test_a_loop_closed_with_waits_pending_leaves_the_gate_usable(gate_type):
+    g = gate_type(1)
+    g.note_submitted()
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda loop, context: None)  # "destroyed but pending": meant
+    tasks = [loop.create_task(g.admit_async()) for _ in range(5)]
+    loop.run_until_complete(asyncio.sleep(0.01))
+    g.note_done()  # an admission on its way to a loop that will not run again
+    loop.close()
+    del tasks
+    # whatever was admitted for the closed loop comes back
+    assert g.admit(timeout=5) is True
+    g.note_done()
+    assert g.in_flight == 0
+
+
+def test_bad_timeouts(gate_type):
+    async def main():
+        g = gate_type(1)
+        for bad in (-1, float("nan")):
+            with pytest.raises(ValueError):
+                await g.admit_async(timeout=bad)
+        with pytest.raises(TypeError):
+            await g.admit_async(timeout="1")
+        assert g.in_flight == 0
+
+    asyncio.run(main())

@@ -1,0 +1,220 @@
+"""sluice.Gate from Python: the counter's semantics against MutexGate, waiting threads, permits,
+signals, and bad arguments."""
+import random
+import signal
+import threading
+import time
+
+import pytest
+
+import sluice
+
+
+def test_the_twins_answer_alike_call_for_call():
+    rng = random.Random(7)
+    for _ in range(200):
+        cap = rng.randint(1, 6)
+        a, b = sluice.Gate(cap), sluice.MutexGate(cap)
+        for _ in range(60):
+            op = rng.choice(["sub", "done", "try", "cap", "ok", "soft", "hard"])
+            n = rng.randint(-3, 9)
+            answers = []
+            for g in (a, b):
+                if op == "sub":
+                    answers.append(g.note_submitted())
+                elif op == "done":
+                    answers.append(g.note_done())
+                elif op == "try":
+                    answers.append(g.try_admit())
+                elif op == "cap":
+                    answers.append(g.set_cap(n))
+                else:
+                    answers.append(g.adjust(op, n))
+            assert answers[0] == answers[1]
+            assert (a.in_flight, a.cap, a.has_capacity) == (b.in_flight, b.cap, b.has_capacity)
+
+
+def test_counts_floor_and_caps(gate_type):
+    g = gate_type(cap=2)
+    g.note_done()
+    assert g.in_flight == 0
+    g.note_submitted(), g.note_submitted(), g.note_submitted()  # past the cap, never refused
+    assert g.in_flight == 3 and g.has_capacity is False
+    assert g.try_admit() is False
+    g.note_done(), g.note_done()
+    assert g.has_capacity is True and g.try_admit() is True and g.in_flight == 2
+
+
+@pytest.mark.parametrize("asked, cap", [(0, 1), (-5, 1), (7, 7), (2**31 - 1, 2**31 - 1),
+                                        (2**31, 2**31 - 1), (10**40, 2**31 - 1), (-(10**40), 1)])
+def test_caps_are_clamped_whatever_the_int(gate_type, asked, cap):
+    assert gate_type(cap=asked).cap == cap
+    g = gate_type(cap=3)
+    g.set_cap(asked)
+    assert g.cap == cap
+    assert sluice.GATE_LIMIT == 2**31 - 1
+
+
+def test_adjust_moves_the_cap_by_one(gate_type):
+    g = gate_type(cap=4)
+    g.adjust("ok", 5)
+    assert g.cap == 5
+    g.adjust(sluice.Pressure.OK, 5)
+    assert g.cap == 5
+    g.adjust("soft", 5), g.adjust(sluice.Pressure.HARD, 5)
+    assert g.cap == 3
+    g.adjust("ok", 2)  # a cap above max_cap drops to it
+    assert g.cap == 2
+    for _ in range(5):
+        g.adjust("hard", 8)
+    assert g.cap == 1
+
+
+def test_admit_with_room_and_with_a_timeout(gate_type):
+    g = gate_type(cap=1)
+    assert g.admit() is True and g.in_flight == 1
+    start = time.monotonic()
+    assert g.admit(timeout=0.05) is False
+    assert time.monotonic() - start >= 0.05
+    assert g.admit(timeout=0) is False
+    assert g.in_flight == 1
+
+
+def waiters(g, n):
+    """n threads each waiting in g.admit(); answers the threads and a semaphore each releases
+    once admitted."""
+    admitted = threading.Semaphore(0)
+    seen = []
+
+    def wait():
+        assert g.admit()
+        seen.append(g.in_flight)
+        admitted.release()
+
+    threads = [threading.Thread(target=wait) for _ in range(n)]
+    for t in threads:
+        t.start()
+    return threads, admitted, seen
+
+
+def test_note_done_wakes_waiting_threads_one_by_one(gate_type):
+    g = gate_type(cap=2)
+    g.note_submitted(), g.note_submitted()
+    threads, admitted, seen = waiters(g, 8)
+    for _ in range(8):
+        g.note_done()
+        assert admitted.acquire(timeout=10), "a note_done woke no waiter"
+        assert g.in_flight <= g.cap
+    for t in threads:
+        t.join()
+    assert g.in_flight == 2 and max(seen) <= 2
+
+
+def test_raising_the_cap_wakes_waiting_threads(gate_type):
+    g = gate_type(cap=1)
+    g.note_submitted()
+    threads, admitted, _ = waiters(g, 5)
+    g.set_cap(3)
+    for _ in range(2):
+        assert admitted.acquire(timeout=10)
+    g.adjust("ok", 10)
+    assert admitted.acquire(timeout=10)
+    g.set_cap(6)
+    for _ in range(2):
+        assert admitted.acquire(timeout=10)
+    for t in threads:
+        t.join()
+    assert g.in_flight == 6
+
+
+def test_contention_nets_to_zero_and_never_passes_the_cap(gate_type):
+    g = gate_type(cap=3)
+    over = []
+
+    def worker():
+        for _ in range(2000):
+            if g.try_admit():
+                if g.in_flight > 3:
+                    over.append(g.in_flight)
+                g.note_done()
+            with g.permit(timeout=5):
+                if g.in_flight > 3:
+                    over.append(g.in_flight)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert over == [] and g.in_flight == 0
+
+
+def test_a_permit_holds_one_admission_for_its_block(gate_type):
+    g = gate_type(cap=1)
+    with g.permit():
+        assert g.in_flight == 1
+        with pytest.raises(TimeoutError):
+            with g.permit(timeout=0.01):
+                pass
+        assert g.in_flight == 1
+    assert g.in_flight == 0
+    with pytest.raises(KeyError):
+        with g.permit():
+            raise KeyError("the block's error passes, and the admission goes back")
+    assert g.in_flight == 0
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_a_signal_reaches_a_thread_waiting_in_admit(gate_type):
+    g = gate_type(cap=1)
+    g.note_submitted()
+
+    def handler(signum, frame):
+        raise Interrupted
+
+    old = signal.signal(signal.SIGUSR1, handler)
+    main = threading.main_thread().ident
+    sender = threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGUSR1))
+    try:
+        start = time.monotonic()
+        sender.start()
+        with pytest.raises(Interrupted):
+            g.admit()  # for ever, but for the signal
+        assert time.monotonic() - start < 2
+    finally:
+        sender.join()
+        signal.signal(signal.SIGUSR1, old)
+    assert g.in_flight == 1  # the interrupted wait counted nothing
+
+
+def test_bad_arguments_raise_clear_errors(gate_type):
+    g = gate_type(cap=2)
+    with pytest.raises(TypeError):
+        gate_type(cap="4")
+    with pytest.raises(TypeError):
+        g.set_cap(2.5)
+    with pytest.raises(ValueError, match="pressure"):
+        g.adjust("medium", 4)
+    with pytest.raises(TypeError):
+        g.adjust(3, 4)
+    with pytest.raises(TypeError):
+        g.adjust("ok", "4")
+    for bad in (-1, float("nan")):
+        with pytest.raises(ValueError, match="timeout"):
+            g.admit(timeout=bad)
+        with pytest.raises(ValueError, match="timeout"):
+            g.permit(timeout=bad)
+    with pytest.raises(TypeError):
+        g.admit(timeout="1")
+    with pytest.raises(AttributeError):
+        g.cap = 3
+    assert g.in_flight == 0 and g.cap == 2
+
+
+def test_it_reads_well_in_help():
+    assert "cap" in sluice.Gate.__doc__
+    assert "GIL" in sluice.Gate.admit.__doc__
+    assert "Gate" in repr(sluice.Gate(3))
