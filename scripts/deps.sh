@@ -16,7 +16,8 @@ for word in "$@"; do
     riscv64) packages+=(g++-riscv64-linux-gnu qemu-user cmake) ;;
     model) packages+=(relacy-dev) ;;  # Relacy, header-only, which test/relacy runs the library under
     fuzz) packages+=(clang libclang-rt-14-dev) ;;  # libFuzzer comes with Clang's runtime
-    packaging) packages+=(git cmake) ;;  # the dist test clones; the install test finds sluice through CMake
+    packaging) packages+=(git cmake python3-mesonpy python3-pip) ;;  # dist clones; install finds sluice through CMake; wheel builds the Python module's
+    python) packages+=(python3-dev pybind11-dev python3-pytest python3-pytest-timeout) ;;  # the module and its tests
     bench) packages+=(libbenchmark-dev libboost-dev libmimalloc-dev libjemalloc-dev libtbb-dev
                       python3-matplotlib) ;;
   esac

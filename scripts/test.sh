@@ -41,6 +41,9 @@ declare -A timeout_multiplier=([aarch64]=3 [riscv64]=3)
 # What each mode of the full matrix runs: suites (test/meson.build names them), then tests left out.
 # - plain runs everything; fuzz and packaging build with the machine's own compilers whatever the
 #   mode, so they run there alone, and Relacy builds only with GCC and no sanitizer.
+# - The Python module's tests (python) run plain and under ASan+UBSan, the sanitizers an
+#   interpreter built without them allows (the runtime preloaded); ThreadSanitizer would need the
+#   interpreter built with it.
 # - The deterministic schedules (model) run one thread at a time, each handing the turn to the
 #   next, so ThreadSanitizer sees every access ordered and can find nothing there: the
 #   ThreadSanitizer modes leave them out. ASan+UBSan and the second compiler keep them.
@@ -49,8 +52,8 @@ declare -A timeout_multiplier=([aarch64]=3 [riscv64]=3)
 #   depend on the machine). riscv64, the second cross mode, the unit suite alone: it proves the
 #   build and every primitive's paths on RISC-V in about a minute under qemu.
 declare -A suites=(
-  [plain]=unit,concurrency,model,fuzz,packaging,example
-  [tsan]=unit,concurrency,model,example [asan]=unit,concurrency,model,example
+  [plain]=unit,concurrency,model,fuzz,packaging,example,python
+  [tsan]=unit,concurrency,model,example [asan]=unit,concurrency,model,example,python
   [clang]=unit,concurrency,model,example [clang-tsan]=unit,concurrency,model,example
   [clang-libc++]=unit,concurrency,model,example [clang-libc++-tsan]=unit,concurrency,model,example
   [aarch64]=unit,concurrency,model,example [riscv64]=unit)
@@ -83,7 +86,8 @@ for mode in "${modes[@]}"; do
   [[ -n ${cross[$mode]:-} ]] && machine=(--cross-file "${cross[$mode]}")
   link=()
   [[ -n ${stdlib[$mode]:-} ]] && link=(-Dcpp_link_args="${stdlib[$mode]}")
-  CXX=${compiler[$mode]} meson setup "$dir" "${reconfigure[@]}" "${machine[@]}" --buildtype=debugoptimized \
+  python=(); [[ ,${suites[$mode]}, == *,python,* ]] && python=(-Dpython=enabled)  # else auto
+  CXX=${compiler[$mode]} meson setup "$dir" "${reconfigure[@]}" "${machine[@]}" "${python[@]}" --buildtype=debugoptimized \
     -Ddefault_library="${library[$mode]:-static}" -Dtests=enabled -Db_sanitize="${sanitize[$mode]}" \
     -Dcpp_args="-fno-sanitize-recover=undefined ${stdlib[$mode]:-}" "${link[@]}" \
     >"$dir.setup.log" 2>&1 || { tail -20 "$dir.setup.log"; echo "$mode: configure failed"; status=1; continue; }

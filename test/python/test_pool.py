@@ -1,6 +1,7 @@
 """sluice.Pool from Python: the frame pool's semantics (exact lengths, the smallest class that
 fits, the oversized refused, the bound, the switch, flat over rounds), the memoryview rules, and
 bad arguments. Buffers of a chosen capacity come fresh from a pool that keeps nothing."""
+import os
 import queue
 import threading
 
@@ -122,11 +123,21 @@ def test_retire_refuses_a_buffer_with_views_alive(pool_type):
         assert len(empty) == 0
 
 
+def resident_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def test_a_dropped_buffer_frees_its_memory(pool_type):
+    """A thousand buffers of 1 MiB, each written and dropped without retire: were one kept, the
+    process would hold a gigabyte more."""
     p = pool_type(bound=64, ceiling=CEILING)
+    before = resident_bytes()
     for _ in range(1000):
-        b = p.acquire(4096)
-        del b  # never retired: freed (AddressSanitizer's leak check would see it otherwise)
+        b = p.acquire(1 << 20)
+        memoryview(b)[::4096] = b"x" * (len(b) // 4096)  # every page touched
+        del b
+    assert resident_bytes() - before < 400 << 20  # (AddressSanitizer quarantines 256 MiB)
     assert p.retained == 0
 
 
