@@ -77,11 +77,18 @@ bool admit(Gate& g, std::optional<double> timeout) {
     if (deadline && now >= *deadline) return false;
     auto until = now + signal_slice;
     if (deadline) until = std::min(until, *deadline);
+    // The GIL released and taken back by hand, not by a guard's destructor: a daemon thread that
+    // takes it back while the interpreter finalizes is ended there by a forced unwind, which a
+    // destructor (noexcept) would turn into std::terminate.
+    PyThreadState* const saved = PyEval_SaveThread();
     bool admitted;
-    {
-      py::gil_scoped_release unlocked;
+    try {
       admitted = g.try_admit_until(until);
+    } catch (...) {
+      PyEval_RestoreThread(saved);
+      throw;
     }
+    PyEval_RestoreThread(saved);
     if (admitted) return true;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }

@@ -155,7 +155,9 @@ class _AsyncMixin:
     async def admit_async(self, timeout=None):
         """Waits for an admission without blocking the event loop: True, or False when timeout
         (seconds) passed first, with nothing counted. Waiters are served first come, first
-        served; cancelling the waiting task counts nothing."""
+        served, by a thread that waits on the gate for them. A waiter cancelled (or timed out)
+        keeps nothing: an admission already on its way to it goes back to the gate at once, so
+        that in_flight may count it for that moment."""
         waiters = self.__dict__.get("_waiters")
         if waiters is None:
             waiters = self.__dict__.setdefault("_waiters", _AsyncWaiters(self))
