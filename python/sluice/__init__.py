@@ -51,12 +51,26 @@ class _Handoff:
             self.gate.note_done()
 
 
+_exiting = False
+
+
+def _exit():
+    global _exiting
+    _exiting = True
+
+
+# Serving threads are not daemons, so that none is inside Python when the interpreter finalizes;
+# they end within a slice of the interpreter's exit (threading's exit hooks run before it joins
+# them, as concurrent.futures' do).
+threading._register_atexit(_exit)
+
+
 class _AsyncWaiters:
     """A gate's asyncio waiters, first come first served, by one thread while any wait.
 
     The thread waits on the gate as a thread does (admit, GIL released), hands each admission to
-    the oldest waiter still waiting, and ends when none is left. Its wait is cut into slices only
-    to notice that every waiter has gone (cancelled); room wakes it at once.
+    the oldest waiter still waiting, and ends when none is left or the interpreter exits. Its
+    wait is cut into slices only to notice those; room wakes it at once.
     """
 
     def __init__(self, gate):
@@ -71,7 +85,7 @@ class _AsyncWaiters:
             self._queue.append((loop, future))
             if not self._serving:
                 self._serving = True
-                threading.Thread(target=self._serve, name="sluice-admit-async", daemon=True).start()
+                threading.Thread(target=self._serve, name="sluice-admit-async").start()
         return future
 
     def _next(self):
@@ -90,7 +104,7 @@ class _AsyncWaiters:
             with self._lock:
                 while self._queue and self._queue[0][1].done():
                     self._queue.popleft()
-                if not self._queue:
+                if not self._queue or _exiting:
                     self._serving = False
                     return
             if not gate.admit(0.1):
