@@ -15,13 +15,15 @@ The gates and pools are sluice's C++ ones (sluice._sluice); admit_async is writt
 
 import asyncio
 import collections
-import math
+import os
 import threading
+import weakref
 
 from sluice import _sluice
-from sluice._sluice import GATE_LIMIT, Buffer, MutexPool, Pool, PoolStats, Pressure
+from sluice._sluice import GATE_LIMIT, Buffer, GatePermit, MutexGatePermit, MutexPool, Pool, PoolStats, Pressure
 
-__all__ = ["GATE_LIMIT", "Buffer", "Gate", "MutexGate", "MutexPool", "Pool", "PoolStats", "Pressure"]
+__all__ = ["GATE_LIMIT", "Buffer", "Gate", "GatePermit", "MutexGate", "MutexGatePermit", "MutexPool", "Pool",
+           "PoolStats", "Pressure"]
 
 
 class _Handoff:
@@ -51,7 +53,8 @@ class _Handoff:
             self.gate.note_done()
 
 
-_exiting = False
+_exiting = False  # the main thread has ended: waiters whose loop no longer runs are let go
+_all_waiters = weakref.WeakSet()
 
 
 def _exit():
@@ -59,18 +62,30 @@ def _exit():
     _exiting = True
 
 
-# Serving threads are not daemons, so that none is inside Python when the interpreter finalizes;
-# they end within a slice of the interpreter's exit (threading's exit hooks run before it joins
-# them, as concurrent.futures' do).
+def _after_fork_in_child():
+    """The child has none of the parent's threads, and no loop of the parent's runs there (asyncio
+    forgets the running loop in a child): each gate's waiters start afresh, with a lock of their
+    own and none waiting."""
+    for waiters in list(_all_waiters):
+        waiters._lock = threading.Lock()
+        waiters._serving = False
+        waiters._queue = collections.deque()
+
+
+# Serving threads are not daemons, so that none is inside Python when the interpreter finalizes.
+# threading runs this hook when the main thread ends, before it joins the others; a serving
+# thread then lets go of the waiters that no running loop can take (closed, or not running), and
+# goes on serving the loops that other threads still run.
 threading._register_atexit(_exit)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _AsyncWaiters:
     """A gate's asyncio waiters, first come first served, by one thread while any wait.
 
     The thread waits on the gate as a thread does (admit, GIL released), hands each admission to
-    the oldest waiter still waiting, and ends when none is left or the interpreter exits. Its
-    wait is cut into slices only to notice those; room wakes it at once.
+    the oldest waiter still waiting, and ends when none is left. Its wait is cut into slices only
+    to notice waiters that went (cancelled, their loop closed); room wakes it at once.
     """
 
     def __init__(self, gate):
@@ -78,21 +93,35 @@ class _AsyncWaiters:
         self._lock = threading.Lock()
         self._queue = collections.deque()  # (loop, future), oldest first
         self._serving = False
+        _all_waiters.add(self)
+
+    def __bool__(self):
+        return bool(self._queue)
 
     def wait(self, loop):
         future = loop.create_future()
         with self._lock:
             self._queue.append((loop, future))
             if not self._serving:
-                self._serving = True
-                threading.Thread(target=self._serve, name="sluice-admit-async").start()
+                self._start()
         return future
+
+    def _start(self):  # under _lock
+        self._serving = True
+        threading.Thread(target=self._serve, name="sluice-admit-async").start()
+
+    def _drop_gone(self):
+        """Drops the oldest waiters that no admission can reach any more (under _lock)."""
+        while self._queue:
+            loop, future = self._queue[0]
+            if not (future.done() or loop.is_closed() or (_exiting and not loop.is_running())):
+                return
+            self._queue.popleft()
 
     def _next(self):
         """The oldest waiter still waiting, or None (and the thread stops serving)."""
         with self._lock:
-            while self._queue and self._queue[0][1].done():
-                self._queue.popleft()
+            self._drop_gone()
             if not self._queue:
                 self._serving = False
                 return None
@@ -102,9 +131,8 @@ class _AsyncWaiters:
         gate = self._gate
         while True:
             with self._lock:
-                while self._queue and self._queue[0][1].done():
-                    self._queue.popleft()
-                if not self._queue or _exiting:
+                self._drop_gone()
+                if not self._queue:
                     self._serving = False
                     return
             if not gate.admit(0.1):
@@ -122,18 +150,9 @@ class _AsyncWaiters:
             del handoff
 
 
-def _check_timeout(timeout):
-    if timeout is None:
-        return
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError("timeout must be None or a number of seconds")
-    if math.isnan(timeout) or timeout < 0:
-        raise ValueError("timeout must be None or a number >= 0")
-
-
 async def _admit_async(gate, waiters, timeout):
-    _check_timeout(timeout)
-    if gate.try_admit():
+    timeout = _sluice._seconds(timeout)  # None: for ever
+    if not waiters and gate.try_admit():  # no jumping ahead of the gate's async waiters
         return True
     loop = asyncio.get_running_loop()
     future = waiters.wait(loop)
@@ -145,7 +164,7 @@ async def _admit_async(gate, waiters, timeout):
         future.cancel()
 
     timer = None
-    if timeout is not None and not math.isinf(timeout):
+    if timeout is not None:
         timer = loop.call_later(timeout, expire)
     try:
         await future
@@ -168,8 +187,9 @@ class _AsyncMixin:
 
     async def admit_async(self, timeout=None):
         """Waits for an admission without blocking the event loop: True, or False when timeout
-        (seconds) passed first, with nothing counted. Waiters are served first come, first
-        served, by a thread that waits on the gate for them. A waiter cancelled (or timed out)
+        (seconds) passed first, with nothing counted. The gate's async waiters are served first
+        come, first served (a newcomer waits behind them), by a thread that waits on the gate
+        for them, as threads in admit() do. A waiter cancelled (or timed out)
         keeps nothing: an admission already on its way to it goes back to the gate at once, so
         that in_flight may count it for that moment."""
         waiters = self.__dict__.get("_waiters")

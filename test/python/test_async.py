@@ -204,3 +204,81 @@ def test_the_interpreter_exits_while_the_serving_thread_waits():
     for _ in range(3):
         done = subprocess.run([sys.executable, "-c", EXIT_WHILE_WAITING], capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and "terminate" not in done.stderr, done.stderr
+
+
+def test_a_newcomer_waits_behind_the_waiters(gate_type):
+    async def main():
+        g = gate_type(1)
+        g.note_submitted()
+        order = []
+
+        async def task(name):
+            await g.admit_async()
+            order.append(name)
+            g.note_done()
+
+        first = asyncio.create_task(task("first"))
+        await asyncio.sleep(0)  # first is waiting
+        g.note_done()  # room, on its way to first
+        second = asyncio.create_task(task("second"))
+        await asyncio.gather(first, second)
+        return order
+
+    assert asyncio.run(main()) == ["first", "second"]
+
+
+SERVED_AFTER_MAIN_ENDS = """
+import asyncio, threading, sluice
+g = sluice.Gate(1)
+g.note_submitted()
+result = []
+room = threading.Event()
+
+def waiter():
+    async def main():
+        room.set()
+        result.append(await g.admit_async(timeout=30))
+        print("admitted" if result[0] else "not admitted", flush=True)
+    asyncio.run(main())
+
+def freer():
+    room.wait()
+    threading.Event().wait(0.2)
+    g.note_done()
+
+threading.Thread(target=waiter).start()
+threading.Thread(target=freer).start()
+"""  # the main thread ends here, with both threads running
+
+
+def test_waiters_of_other_threads_are_served_after_the_main_thread_ends():
+    done = subprocess.run([sys.executable, "-c", SERVED_AFTER_MAIN_ENDS], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "admitted\n", (done.stdout, done.stderr)
+
+
+SERVED_IN_A_FORKED_CHILD = """
+import asyncio, os, threading, sluice
+g = sluice.Gate(1)
+g.note_submitted()
+
+async def parent():
+    waiting = asyncio.ensure_future(g.admit_async())  # the serving thread runs at the fork
+    await asyncio.sleep(0.01)
+    pid = os.fork()
+    if pid == 0:  # no loop of the parent's runs here: a loop of the child's own
+        async def child():
+            threading.Timer(0.2, g.note_done).start()
+            return await g.admit_async(timeout=10)
+        os._exit(0 if asyncio.new_event_loop().run_until_complete(child()) else 1)
+    _, status = os.waitpid(pid, 0)
+    g.note_done()
+    await waiting
+    print("child", os.waitstatus_to_exitcode(status), flush=True)
+
+asyncio.run(parent())
+"""
+
+
+def test_a_forked_child_serves_its_own_waiters():
+    done = subprocess.run([sys.executable, "-c", SERVED_IN_A_FORKED_CHILD], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "child 0\n", (done.stdout, done.stderr)

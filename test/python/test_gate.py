@@ -218,3 +218,57 @@ def test_it_reads_well_in_help():
     assert "cap" in sluice.Gate.__doc__
     assert "GIL" in sluice.Gate.admit.__doc__
     assert "Gate" in repr(sluice.Gate(3))
+
+
+def test_integers_by_index_and_timeouts_read_alike(gate_type):
+    class Three:
+        def __index__(self):
+            return 3
+
+    g = gate_type(cap=Three())
+    assert g.cap == 3
+    g.set_cap(Three())
+    g.adjust("ok", Three())
+    assert g.cap == 3
+    for bad in (True, "1", b"1", [1]):
+        with pytest.raises(TypeError, match="timeout"):
+            g.admit(timeout=bad)
+    assert g.admit(timeout=2**1100) is True  # beyond a float: for ever, and there is room
+    with pytest.raises(ValueError):
+        g.admit(timeout=-(2**1100))
+
+
+def test_objects_made_by_new_alone_refuse_every_call(gate_type):
+    g = gate_type.__new__(gate_type)
+    for call in (lambda: g.try_admit(), lambda: g.cap, lambda: g.admit(0), lambda: g.permit(), lambda: repr(g)):
+        with pytest.raises(TypeError, match="not initialised"):
+            call()
+    with pytest.raises(TypeError):
+        type(gate_type(1).permit())()
+
+
+def test_one_permit_serves_one_with_block_at_a_time(gate_type):
+    g = gate_type(cap=1)
+    g.note_submitted()
+    p = g.permit()
+    entered = threading.Event()
+    errors = []
+
+    def enter():
+        entered.set()
+        with p:
+            pass
+
+    t = threading.Thread(target=enter)
+    t.start()
+    entered.wait()
+    while True:  # until the thread is inside __enter__, waiting for room
+        try:
+            with p:
+                pass
+        except ValueError as e:
+            errors.append(e)
+            break
+    g.note_done()  # room: the thread's block runs and gives it back
+    t.join()
+    assert errors and g.in_flight == 0

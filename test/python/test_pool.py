@@ -189,3 +189,24 @@ def test_bad_arguments_raise_clear_errors(pool_type):
     with pytest.raises(TypeError):
         sluice.Buffer()
     assert p.retained == 0
+
+
+def test_objects_made_by_new_alone_refuse_every_call(pool_type):
+    p = pool_type.__new__(pool_type)
+    for call in (lambda: p.acquire(10), lambda: p.take(10), lambda: p.retained, lambda: p.stats(), lambda: p.trim()):
+        with pytest.raises(TypeError, match="not initialised"):
+            call()
+    for cls in (sluice.Buffer, sluice.PoolStats):
+        with pytest.raises(TypeError):
+            cls()
+        with pytest.raises(TypeError):
+            cls.__new__(cls)
+
+
+def test_sizes_by_index(pool_type):
+    class Hundred:
+        def __index__(self):
+            return 100
+
+    p = pool_type(bound=Hundred())
+    assert len(p.acquire(Hundred())) == 100
