@@ -100,6 +100,22 @@ T& live(py::handle self) {
   return *static_cast<T*>(v_h.value_ptr());
 }
 
+// Every class of the module keeps its objects' class: assigning __class__ (which CPython allows
+// between the module's classes, alike in layout) would put one C++ object behind another's calls.
+// (The descriptor goes into the type's dict itself: setattr on a type would set the metaclass's.)
+template <class Class>
+Class& class_fixed(Class& cls) {
+  const py::cpp_function get([](py::handle self) { return py::type::of(self); });
+  const py::cpp_function set([](py::handle, py::handle) {
+    throw py::type_error("the class of a sluice object cannot be changed");
+  });
+  const py::object descriptor = py::module_::import("builtins").attr("property")(get, set);
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  if (PyDict_SetItemString(type->tp_dict, "__class__", descriptor.ptr()) != 0) throw py::error_already_set();
+  PyType_Modified(type);
+  return cls;
+}
+
 // Types that Python code cannot make (only the module's calls answer them): __new__ refuses.
 PyObject* refuse_new(PyTypeObject* type, PyObject*, PyObject*) {
   PyErr_Format(PyExc_TypeError, "cannot create '%s' instances: the module's calls make them", type->tp_name);
@@ -172,8 +188,10 @@ template <class Gate>
 void bind_gate(py::module_& m, const char* name, const char* doc) {
   using P = permit<Gate>;
   const std::string permit_name = std::string(name) + "Permit";
-  made_by_the_module_only(
-      py::class_<P>(m, permit_name.c_str(), "One admission of a gate, held for a with block (Gate.permit).")
+  py::class_<P> permit_class(m, permit_name.c_str(), "One admission of a gate, held for a with block (Gate.permit).",
+                             py::is_final());
+  made_by_the_module_only(class_fixed(permit_class));
+  permit_class
           .def("__enter__",
                [](P& p) -> P& {
                  if (p.busy) throw py::value_error("this permit is already in a with block: make one per block");
@@ -198,9 +216,11 @@ void bind_gate(py::module_& m, const char* name, const char* doc) {
             if (p.held) p.gate->note_done();
             p.held = p.busy = false;
             return false;
-          }));
+          });
 
-  py::class_<Gate>(m, name, doc)
+  // Not final: the package's Gate adds admit_async in Python. live() refuses what is not one.
+  py::class_<Gate> gate_class(m, name, doc);
+  class_fixed(gate_class)
       .def(py::init([](py::handle cap) { return new Gate(clamped(cap, "cap", 1, sluice::gate_limit)); }),
            py::arg("cap"), "A gate with nothing in flight; cap clamped into [1, 2**31 - 1].")
       .def_property_readonly("cap", [](py::handle g) { return live<Gate>(g).cap(); }, "The cap.")
@@ -257,9 +277,13 @@ std::byte empty_bytes[1];
 int get_buffer(PyObject* self, Py_buffer* view, int flags) {
   py_buffer* b;
   try {
-    b = py::handle(self).cast<py_buffer*>();
-  } catch (const py::cast_error&) {
-    PyErr_SetString(PyExc_TypeError, "not a sluice.Buffer");
+    b = &live<py_buffer>(self);
+  } catch (py::error_already_set& e) {
+    e.restore();
+    view->obj = nullptr;
+    return -1;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_TypeError, e.what());
     view->obj = nullptr;
     return -1;
   }
@@ -270,12 +294,13 @@ int get_buffer(PyObject* self, Py_buffer* view, int flags) {
 }
 
 void release_buffer(PyObject* self, Py_buffer*) {
-  py::handle(self).cast<py_buffer*>()->exports -= 1;
+  live<py_buffer>(self).exports -= 1;  // live: get_buffer found it so
 }
 
 template <class Pool>
 void bind_pool(py::module_& m, const char* name, const char* doc) {
-  py::class_<Pool>(m, name, doc)
+  py::class_<Pool> pool_class(m, name, doc, py::is_final());
+  class_fixed(pool_class)
       .def(py::init([](py::handle bound, py::handle ceiling, bool enabled, bool thread_cache) {
              return new Pool(sluice::pool_options{.bound = size_arg(bound, "bound"),
                                                   .ceiling = size_arg(ceiling, "ceiling"),
@@ -300,8 +325,12 @@ void bind_pool(py::module_& m, const char* name, const char* doc) {
            "take(size), else fresh memory whose capacity fills size's class (exactly size above the\n"
            "ceiling). MemoryError when the memory cannot be had.")
       .def("retire",
-           [](py::handle p, py_buffer& b) {
+           [](py::handle p, py::handle buffer) {
              Pool& pool = live<Pool>(p);
+             if (!py::isinstance<py_buffer>(buffer)) {
+               throw py::type_error(std::string("retire takes a sluice.Buffer, not ") + Py_TYPE(buffer.ptr())->tp_name);
+             }
+             py_buffer& b = live<py_buffer>(buffer);
              if (b.exports > 0) {
                throw py::buffer_error("the buffer has memoryviews alive: release them before retiring it");
              }
@@ -338,10 +367,12 @@ PYBIND11_MODULE(_sluice, m) {
   bind_gate<sluice::gate>(m, "Gate",
                           "A non-blocking admission counter whose cap moves under memory pressure:\n"
                           "in flight and cap in one atomic word, lock-free.");
-  bind_gate<sluice::mutex_gate>(m, "MutexGate", "Gate's twin over a mutex: the same calls and answers.");
+  bind_gate<sluice::mutex_gate>(m, "MutexGate",
+                                "Gate's twin over a mutex: the same calls and answers. As any mutex, not for a\n"
+                                "child forked while another thread was inside one of its calls (Gate is).");
 
-  py::class_<sluice::pool_stats> stats(m, "PoolStats", "A pool's statistics (Pool.stats).");
-  made_by_the_module_only(stats);
+  py::class_<sluice::pool_stats> stats(m, "PoolStats", "A pool's statistics (Pool.stats).", py::is_final());
+  made_by_the_module_only(class_fixed(stats));
   stats
       .def_readonly("hits", &sluice::pool_stats::hits, "take/acquire answered from what was retained")
       .def_readonly("misses", &sluice::pool_stats::misses, "take/acquire that found nothing")
@@ -358,17 +389,18 @@ PYBIND11_MODULE(_sluice, m) {
 
   py::class_<py_buffer> buffer(m, "Buffer",
                                "Bytes from a pool: memoryview(b) is writable and copies nothing.\n"
-                               "Dropped without retire, its memory is freed.");
-  buffer.def("__len__", [](const py_buffer& b) { return b.b.size(); })
-      .def_property_readonly("capacity", [](const py_buffer& b) { return b.b.capacity(); },
+                               "Dropped without retire, its memory is freed.", py::is_final());
+  buffer.def("__len__", [](py::handle b) { return live<py_buffer>(b).b.size(); })
+      .def_property_readonly("capacity", [](py::handle b) { return live<py_buffer>(b).b.capacity(); },
                              "The bytes it owns (len is the bytes it exposes).")
-      .def("__repr__", [](const py_buffer& b) {
+      .def("__repr__", [](py::handle self) {
+        const py_buffer& b = live<py_buffer>(self);
         return "<sluice.Buffer len=" + std::to_string(b.b.size()) +
                " capacity=" + std::to_string(b.b.capacity()) + ">";
       });
   // The buffer protocol with an export count: pybind11's own (def_buffer) cannot tell when a
   // view is released.
-  made_by_the_module_only(buffer);
+  made_by_the_module_only(class_fixed(buffer));
   auto* type = reinterpret_cast<PyHeapTypeObject*>(buffer.ptr());
   type->as_buffer.bf_getbuffer = get_buffer;
   type->as_buffer.bf_releasebuffer = release_buffer;

@@ -74,8 +74,8 @@ def _after_fork_in_child():
 
 # Serving threads are not daemons, so that none is inside Python when the interpreter finalizes.
 # threading runs this hook when the main thread ends, before it joins the others; a serving
-# thread then lets go of the waiters that no running loop can take (closed, or not running), and
-# goes on serving the loops that other threads still run.
+# thread then lets go of the waiters whose thread has ended or is a daemon (which the interpreter
+# does not wait for), and goes on serving those of the threads it waits for.
 threading._register_atexit(_exit)
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
@@ -91,7 +91,7 @@ class _AsyncWaiters:
     def __init__(self, gate):
         self._gate = gate
         self._lock = threading.Lock()
-        self._queue = collections.deque()  # (loop, future), oldest first
+        self._queue = collections.deque()  # (loop, future, the thread that waits), oldest first
         self._serving = False
         _all_waiters.add(self)
 
@@ -101,20 +101,20 @@ class _AsyncWaiters:
     def wait(self, loop):
         future = loop.create_future()
         with self._lock:
-            self._queue.append((loop, future))
+            self._queue.append((loop, future, threading.current_thread()))
             if not self._serving:
                 self._start()
         return future
 
     def _start(self):  # under _lock
         self._serving = True
-        threading.Thread(target=self._serve, name="sluice-admit-async").start()
+        threading.Thread(target=self._serve, name="sluice-admit-async", daemon=False).start()
 
     def _drop_gone(self):
         """Drops the oldest waiters that no admission can reach any more (under _lock)."""
         while self._queue:
-            loop, future = self._queue[0]
-            if not (future.done() or loop.is_closed() or (_exiting and not loop.is_running())):
+            loop, future, thread = self._queue[0]
+            if not (future.done() or loop.is_closed() or (_exiting and (thread.daemon or not thread.is_alive()))):
                 return
             self._queue.popleft()
 
@@ -141,7 +141,7 @@ class _AsyncWaiters:
             if waiter is None:
                 gate.note_done()
                 return
-            loop, future = waiter
+            loop, future, _ = waiter
             handoff = _Handoff(gate, future)
             try:
                 loop.call_soon_threadsafe(handoff)

@@ -282,3 +282,55 @@ asyncio.run(parent())
 def test_a_forked_child_serves_its_own_waiters():
     done = subprocess.run([sys.executable, "-c", SERVED_IN_A_FORKED_CHILD], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "child 0\n", (done.stdout, done.stderr)
+
+
+DAEMONS_LOOP_AT_EXIT = """
+import asyncio, threading, sluice
+g = sluice.Gate(1)
+g.note_submitted()
+loop = asyncio.new_event_loop()
+threading.Thread(target=loop.run_forever, daemon=True).start()
+
+async def main():
+    mine = asyncio.ensure_future(g.admit_async(timeout=0.2))  # starts the serving thread
+    await asyncio.sleep(0.05)
+    asyncio.run_coroutine_threadsafe(g.admit_async(), loop)  # a daemon's waiter, behind it
+    print(await mine, flush=True)
+
+asyncio.run(main())
+"""  # the interpreter does not wait for the daemon, nor may the serving thread
+
+
+def test_a_daemon_threads_waiter_does_not_hold_the_interpreter_at_exit():
+    done = subprocess.run([sys.executable, "-c", DAEMONS_LOOP_AT_EXIT], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "False\n", (done.stdout, done.stderr)
+
+
+LOOP_IN_STEPS_AFTER_MAIN_ENDS = """
+import asyncio, threading, time, sluice
+g = sluice.Gate(1)
+g.note_submitted()
+started = threading.Event()
+
+def worker():  # runs its loop in steps: between two, the loop is not running
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(g.admit_async())
+    loop.run_until_complete(asyncio.sleep(0))
+    started.set()
+    threading.main_thread().join()
+    g.note_done()  # room once the main thread has ended
+    while not task.done():
+        loop.run_until_complete(asyncio.sleep(0.01))
+        time.sleep(0.01)
+    print(task.result(), flush=True)
+    loop.close()
+
+threading.Thread(target=worker).start()
+started.wait()
+"""
+
+
+def test_a_loop_run_in_steps_is_served_after_the_main_thread_ends():
+    done = subprocess.run([sys.executable, "-c", LOOP_IN_STEPS_AFTER_MAIN_ENDS], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stdout == "True\n", (done.stdout, done.stderr)

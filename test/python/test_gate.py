@@ -272,3 +272,16 @@ def test_one_permit_serves_one_with_block_at_a_time(gate_type):
     g.note_done()  # room: the thread's block runs and gives it back
     t.join()
     assert errors and g.in_flight == 0
+
+
+def test_no_object_changes_class_and_no_class_mixes_a_buffer_in(gate_type):
+    from sluice import _sluice
+
+    g = gate_type(3)
+    for other in (_sluice.Pool, _sluice.Buffer, _sluice.Gate, _sluice.MutexGate):
+        with pytest.raises(TypeError, match="cannot be changed"):
+            g.__class__ = other
+    assert type(g) is gate_type and g.__class__ is gate_type
+    for base in (_sluice.Buffer, _sluice.Pool, _sluice.PoolStats):
+        with pytest.raises(TypeError):
+            type("Mixed", (_sluice.Gate, base), {})
