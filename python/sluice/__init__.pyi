@@ -1,7 +1,7 @@
 """Type stubs of sluice: a lock-free admission gate and a bounded buffer pool."""
 
 from types import TracebackType
-from typing import ClassVar, Literal, Optional, SupportsFloat, SupportsIndex, Type, Union
+from typing import ClassVar, Literal, Optional, Self, SupportsFloat, SupportsIndex, Type, Union
 
 GATE_LIMIT: int  # 2**31 - 1: the largest cap and count
 
@@ -20,27 +20,20 @@ class Pressure:
 _Level = Union[Pressure, Literal["ok", "soft", "hard"]]
 _Timeout = Optional[SupportsFloat]  # seconds; None or inf: for ever
 
-class GatePermit:
+class _PermitCalls:  # what GatePermit and MutexGatePermit both have (not a class at run time)
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class GatePermit(_PermitCalls):
     """One admission of a Gate, held for a with block (Gate.permit); one block at a time."""
 
-    def __enter__(self) -> "GatePermit": ...
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> bool: ...
-
-class MutexGatePermit:
+class MutexGatePermit(_PermitCalls):
     """One admission of a MutexGate, held for a with block (MutexGate.permit); one block at a time."""
-
-    def __enter__(self) -> "MutexGatePermit": ...
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> bool: ...
 
 class _GateCalls:  # what Gate and MutexGate both have (not a class at run time)
     def __init__(self, cap: SupportsIndex) -> None: ...

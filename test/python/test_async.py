@@ -11,6 +11,12 @@ import pytest
 import sluice
 
 
+def run_python(code):
+    """Runs code in an interpreter of its own: its exit code, its output, its errors."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    return done.returncode, done.stdout, done.stderr
+
+
 def settle():
     """Waits for the gates' serving threads to end (each does once no waiter is left), so that
     an admission on its way to a cancelled waiter has gone back."""
@@ -202,8 +208,8 @@ keep = SlowToGo()
 
 def test_the_interpreter_exits_while_the_serving_thread_waits():
     for _ in range(3):
-        done = subprocess.run([sys.executable, "-c", EXIT_WHILE_WAITING], capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0 and "terminate" not in done.stderr, done.stderr
+        code, _, err = run_python(EXIT_WHILE_WAITING)
+        assert code == 0 and "terminate" not in err, err
 
 
 def test_a_newcomer_waits_behind_the_waiters(gate_type):
@@ -252,8 +258,8 @@ threading.Thread(target=freer).start()
 
 
 def test_waiters_of_other_threads_are_served_after_the_main_thread_ends():
-    done = subprocess.run([sys.executable, "-c", SERVED_AFTER_MAIN_ENDS], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and done.stdout == "admitted\n", (done.stdout, done.stderr)
+    code, out, err = run_python(SERVED_AFTER_MAIN_ENDS)
+    assert code == 0 and out == "admitted\n", (out, err)
 
 
 SERVED_IN_A_FORKED_CHILD = """
@@ -280,8 +286,8 @@ asyncio.run(parent())
 
 
 def test_a_forked_child_serves_its_own_waiters():
-    done = subprocess.run([sys.executable, "-c", SERVED_IN_A_FORKED_CHILD], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and done.stdout == "child 0\n", (done.stdout, done.stderr)
+    code, out, err = run_python(SERVED_IN_A_FORKED_CHILD)
+    assert code == 0 and out == "child 0\n", (out, err)
 
 
 DAEMONS_LOOP_AT_EXIT = """
@@ -302,8 +308,8 @@ asyncio.run(main())
 
 
 def test_a_daemon_threads_waiter_does_not_hold_the_interpreter_at_exit():
-    done = subprocess.run([sys.executable, "-c", DAEMONS_LOOP_AT_EXIT], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and done.stdout == "False\n", (done.stdout, done.stderr)
+    code, out, err = run_python(DAEMONS_LOOP_AT_EXIT)
+    assert code == 0 and out == "False\n", (out, err)
 
 
 LOOP_IN_STEPS_AFTER_MAIN_ENDS = """
@@ -331,6 +337,5 @@ started.wait()
 
 
 def test_a_loop_run_in_steps_is_served_after_the_main_thread_ends():
-    done = subprocess.run([sys.executable, "-c", LOOP_IN_STEPS_AFTER_MAIN_ENDS], capture_output=True, text=True,
-                          timeout=60)
-    assert done.returncode == 0 and done.stdout == "True\n", (done.stdout, done.stderr)
+    code, out, err = run_python(LOOP_IN_STEPS_AFTER_MAIN_ENDS)
+    assert code == 0 and out == "True\n", (out, err)
