@@ -189,14 +189,25 @@ struct admit_op final : admit_op_base {
   }
 };
 
+// The context an executor runs on: its execution::context property, or, for an executor of the
+// older kind (use_future's), its context().
+template <class Executor>
+net::execution_context& context_of(const Executor& ex) {
+  if constexpr (requires { net::query(ex, net::execution::context); }) {
+    return net::query(ex, net::execution::context);
+  } else {
+    return ex.context();
+  }
+}
+
 struct initiate_admit {
   template <class Handler, class Gate>
   void operator()(Handler&& handler, Gate* g) const {
     using handler_type = std::decay_t<Handler>;
     using op_type = admit_op<Gate, handler_type>;
     auto slot = net::get_associated_cancellation_slot(handler);
-    admit_service& service = net::use_service<admit_service>(
-        net::query(net::get_associated_executor(handler), net::execution::context));
+    admit_service& service =
+        net::use_service<admit_service>(context_of(net::get_associated_executor(handler)));
     handler_type h(std::forward<Handler>(handler));
     op_type* op = op_type::make(*g, std::move(h));
     op->finish = &op_type::complete;
