@@ -34,7 +34,9 @@
 #define SLUICE_ASIO_NET ::asio
 #define SLUICE_ASIO_ERROR_CODE ::std::error_code
 #define SLUICE_ASIO_DETAIL asio_standalone
+#define SLUICE_ASIO_WHICH 0
 #include "sluice/detail/asio_admit.hpp"
+#undef SLUICE_ASIO_WHICH
 #undef SLUICE_ASIO_NET
 #undef SLUICE_ASIO_ERROR_CODE
 #undef SLUICE_ASIO_DETAIL

@@ -20,7 +20,9 @@
 #define SLUICE_ASIO_NET ::boost::asio
 #define SLUICE_ASIO_ERROR_CODE ::boost::system::error_code
 #define SLUICE_ASIO_DETAIL asio_boost
+#define SLUICE_ASIO_WHICH 1
 #include "sluice/detail/asio_admit.hpp"
+#undef SLUICE_ASIO_WHICH
 #undef SLUICE_ASIO_NET
 #undef SLUICE_ASIO_ERROR_CODE
 #undef SLUICE_ASIO_DETAIL

@@ -1,7 +1,8 @@
 // sluice/detail/asio_admit.hpp: async_admit, written once for standalone Asio and Boost.Asio.
 // Not part of sluice's API and not to be included directly: <sluice/asio.hpp> and
 // <sluice/boost_asio.hpp> include it with SLUICE_ASIO_NET (the Asio namespace),
-// SLUICE_ASIO_ERROR_CODE (its error_code) and SLUICE_ASIO_DETAIL (a namespace of its own) set.
+// SLUICE_ASIO_ERROR_CODE (its error_code), SLUICE_ASIO_DETAIL (a namespace of its own) and
+// SLUICE_ASIO_WHICH (0 standalone, 1 Boost) set.
 // The design, and why each step keeps the gate's promises, is docs/asio.md.
 //
 // No include guard: each including header guards its own variant.
@@ -15,6 +16,18 @@
 
 #include "sluice/detail/async_wait.hpp"
 #include "sluice/gate.hpp"
+
+#ifndef SLUICE_DETAIL_ASIO_OWNS
+#define SLUICE_DETAIL_ASIO_OWNS
+namespace sluice::detail {
+// Whether the Asio numbered `Which` (0: standalone, 1: Boost) has a completion token type of its
+// own (specializes async_result for it): each variant says so of itself, and neither takes a
+// token that the other owns. A plain callback belongs to neither: with both headers included it
+// must be bound (bind_executor, ...) to say which.
+template <class Token, class Gate, int Which>
+struct asio_owns : std::false_type {};
+}  // namespace sluice::detail
+#endif
 
 namespace sluice::detail::SLUICE_ASIO_DETAIL {
 
@@ -158,14 +171,18 @@ struct admit_op final : admit_op_base {
     }
     return op;
   }
-  // Frees the node; what it held is moved out first by the caller, or destroyed here.
-  static void free(admit_op* op) noexcept {
-    allocator_type alloc(net::get_associated_allocator(op->handler));
+  // Frees the node with the allocator taken from its handler before the handler was moved out;
+  // what the node still holds is destroyed here.
+  static void free(admit_op* op, allocator_type alloc) noexcept {
     std::allocator_traits<allocator_type>::destroy(alloc, op);
     std::allocator_traits<allocator_type>::deallocate(alloc, op, 1);
   }
 
-  static void destroy_op(admit_op_base* base) noexcept { free(static_cast<admit_op*>(base)); }
+  // The context shut down with the wait queued: the handler is destroyed, never invoked.
+  static void destroy_op(admit_op_base* base) noexcept {
+    auto* op = static_cast<admit_op*>(base);
+    free(op, allocator_type(net::get_associated_allocator(op->handler)));
+  }
 
   // The node left its gate's queue (async_waiter::finish): complete the wait on its executor,
   // with the node freed before the handler runs; or, when the context is shut down, destroy the
@@ -175,12 +192,13 @@ struct admit_op final : admit_op_base {
     admit_service& service = *op->service;
     const bool live = service.begin_finish(*op);
     {
+      allocator_type alloc(net::get_associated_allocator(op->handler));
       admit_completion<Handler, Gate> done{
           std::move(op->handler),
           admitted ? error_code() : error_code(net::error::operation_aborted),
           admitted ? permit<Gate>(op->gate_, std::adopt_lock) : permit<Gate>()};
       tracked_executor_t<Handler> work = std::move(op->work);
-      free(op);
+      free(op, alloc);
       // post, never dispatch: not inside async_admit, nor inside the note_done that made room.
       // It allocates (from the handler's allocator); a failure there ends the program.
       if (live) net::post(work, std::move(done));
@@ -223,13 +241,25 @@ struct initiate_admit {
 template <class Gate>
 concept asio_gate = std::same_as<Gate, sluice::gate> || std::same_as<Gate, sluice::mutex_gate>;
 
+template <class Token, class Gate>
+concept own_token = net::completion_token_for<Token, void(error_code, permit<Gate>)> &&
+                    (asio_owns<std::decay_t<Token>, Gate, SLUICE_ASIO_WHICH>::value ||
+                     !asio_owns<std::decay_t<Token>, Gate, 1 - SLUICE_ASIO_WHICH>::value);
+
 // Waits for an admission without blocking a thread: see <sluice/asio.hpp>.
-template <asio_gate Gate, net::completion_token_for<void(error_code, permit<Gate>)> CompletionToken>
+template <asio_gate Gate, own_token<Gate> CompletionToken>
 auto async_admit(Gate& gate, CompletionToken&& token) {
   return net::async_initiate<CompletionToken, void(error_code, permit<Gate>)>(initiate_admit{}, token, &gate);
 }
 
 }  // namespace sluice::detail::SLUICE_ASIO_DETAIL
+
+template <class Token, class Gate>
+struct sluice::detail::asio_owns<Token, Gate, SLUICE_ASIO_WHICH>
+    : std::bool_constant<!std::is_base_of_v<
+          SLUICE_ASIO_NET::detail::completion_handler_async_result<
+              Token, void(SLUICE_ASIO_ERROR_CODE, sluice::permit<Gate>)>,
+          SLUICE_ASIO_NET::async_result<Token, void(SLUICE_ASIO_ERROR_CODE, sluice::permit<Gate>)>>> {};
 
 namespace sluice {
 using detail::SLUICE_ASIO_DETAIL::async_admit;
