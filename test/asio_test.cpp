@@ -304,8 +304,11 @@ TEST_CASE_TEMPLATE("timeouts through || with a steady_timer", G, GATES) {
   SUBCASE("many short timeouts racing admissions") {
     const int coroutines = sluice_test::reduced ? 200 : 1000;
     std::atomic<int> in{0}, out{0}, holders{0}, over{0};
+    // Each on a strand: || completes one branch and cancels the other through its slot, which
+    // must not race that branch's own completion (Asio's rule for cancellation slots, whatever
+    // the operation) on a context that two threads run.
     for (int i = 0; i < coroutines; ++i) {
-      asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
+      asio::co_spawn(asio::make_strand(io), [&, i]() -> asio::awaitable<void> {
         asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::microseconds(50 + i % 200));
         auto r = co_await (sluice::async_admit(g, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
         if (r.index() == 0) {

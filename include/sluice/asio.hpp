@@ -17,7 +17,8 @@
 // - cancellation through the handler's cancellation slot (terminal, partial, total): a wait still
 //   queued completes with operation_aborted and an empty permit, and never counted anything; one
 //   already admitted when the cancellation comes completes with its permit (dropping it gives the
-//   admission back);
+//   admission back); as for any Asio operation, the emit must not race the completion handler's
+//   own run (on a context that several threads run, keep the two on one strand);
 // - a context shut down (its io_context destroyed) with waits pending destroys their handlers
 //   without invoking them; the gate keeps its count and stays usable.
 // The gate's promises hold for async admissions: each is one try_admit, so never past the cap;
