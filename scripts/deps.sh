@@ -17,6 +17,7 @@ for word in "$@"; do
     model) packages+=(relacy-dev) ;;  # Relacy, header-only, which test/relacy runs the library under
     fuzz) packages+=(clang libclang-rt-14-dev) ;;  # libFuzzer comes with Clang's runtime
     packaging) packages+=(git cmake) ;;  # the dist test clones; the install test finds sluice through CMake
+    concurrency) packages+=(libasio-dev) ;;  # standalone Asio, header-only, for asio_test (<sluice/asio.hpp>)
     bench) packages+=(libbenchmark-dev libboost-dev libmimalloc-dev libjemalloc-dev libtbb-dev
                       python3-matplotlib) ;;
   esac

@@ -13,13 +13,21 @@
 #include <asio/bind_allocator.hpp>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/experimental/deferred.hpp>
 #include <asio/use_future.hpp>
 
 #include "doctest.hpp"
 #include "kinds.hpp"
 #include "sluice/asio.hpp"
+
+// The coroutine cases need Asio's awaitable, which Asio 1.22 offers where the compiler and its
+// library agree on coroutines (not Clang 14 over libstdc++: the callback cases still run there).
+#ifdef ASIO_HAS_CO_AWAIT
+#include <asio/experimental/awaitable_operators.hpp>
+constexpr int coroutine_handlers = 20;
+#else
+constexpr int coroutine_handlers = 0;
+#endif
 
 using namespace std::chrono_literals;
 using sluice::permit;
@@ -29,7 +37,7 @@ namespace {
 constexpr auto long_enough = 60s;
 
 // Runs io on `n` threads until its work runs out (or long_enough), then joins them.
-void run_on(asio::io_context& io, int n) {
+[[maybe_unused]] void run_on(asio::io_context& io, int n) {
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) threads.emplace_back([&] { io.run_for(long_enough); });
   for (auto& t : threads) t.join();
@@ -85,6 +93,7 @@ TEST_CASE_TEMPLATE("a callback runs on its executor, posted, never inside async_
 TEST_CASE_TEMPLATE("each completion token", G, GATES) {
   asio::io_context io;
   G g{1};
+#ifdef ASIO_HAS_CO_AWAIT
   SUBCASE("use_awaitable") {
     bool admitted = false;
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
@@ -103,6 +112,7 @@ TEST_CASE_TEMPLATE("each completion token", G, GATES) {
     io.run_for(long_enough);
     CHECK(admitted);
   }
+#endif
   SUBCASE("deferred: nothing happens until the deferred operation is started") {
     auto op = sluice::async_admit(g, asio::experimental::deferred);
     CHECK(g.in_flight() == 0);
@@ -137,6 +147,7 @@ TEST_CASE_TEMPLATE("each completion token", G, GATES) {
   CHECK(g.in_flight() == 0);
 }
 
+#ifdef ASIO_HAS_CO_AWAIT
 TEST_CASE_TEMPLATE("thousands of coroutines on one gate never pass its cap", G, GATES) {
   const int coroutines = sluice_test::reduced ? 1000 : 4000;
   for (int cap = 1; cap <= 8; ++cap) {
@@ -161,6 +172,7 @@ TEST_CASE_TEMPLATE("thousands of coroutines on one gate never pass its cap", G, 
   }
 }
 
+#endif
 TEST_CASE_TEMPLATE("FIFO among the async waiters of one gate", G, GATES) {
   asio::io_context io;
   G g{1};
@@ -279,6 +291,7 @@ TEST_CASE_TEMPLATE("cancellation racing note_done never consumes an admission", 
   MESSAGE("admitted ", admitted, ", aborted ", aborted);
 }
 
+#ifdef ASIO_HAS_CO_AWAIT
 TEST_CASE_TEMPLATE("timeouts through || with a steady_timer", G, GATES) {
   using namespace asio::experimental::awaitable_operators;
   asio::io_context io;
@@ -388,6 +401,7 @@ TEST_CASE_TEMPLATE("a stream of try_admit callers does not starve a waiting coro
   CHECK(g.in_flight() == 0);
 }
 
+#endif
 TEST_CASE_TEMPLATE("an io_context destroyed with waits pending destroys their handlers, uninvoked", G, GATES) {
   G g{1};
   REQUIRE(g.try_admit());
@@ -399,6 +413,7 @@ TEST_CASE_TEMPLATE("an io_context destroyed with waits pending destroys their ha
                             invoked.fetch_add(1);
                           }));
     }
+#ifdef ASIO_HAS_CO_AWAIT
     for (int i = 0; i < 20; ++i) {
       asio::co_spawn(io, [&, c = std::make_shared<destruction_counter>(&destroyed)]() -> asio::awaitable<void> {
         auto keep = c;  // in the frame: destroyed with it
@@ -406,10 +421,11 @@ TEST_CASE_TEMPLATE("an io_context destroyed with waits pending destroys their ha
         invoked.fetch_add(1);
       }, asio::detached);
     }
+#endif
     io.run_for(10ms);  // the coroutines reach their waits
   }
   CHECK(invoked.load() == 0);
-  CHECK(destroyed.load() >= 40);  // 20 handlers, and the 20 coroutines' frames
+  CHECK(destroyed.load() >= 20 + coroutine_handlers);  // 20 handlers, and the coroutines' frames
   CHECK(g.in_flight() == 1);      // the count is the one admission held here
   g.note_done();                  // wakes no one: the waits are gone
   CHECK(g.in_flight() == 0);
