@@ -292,6 +292,29 @@ TEST_CASE_TEMPLATE("cancellation racing note_done never consumes an admission", 
 }
 
 #ifdef ASIO_HAS_CO_AWAIT
+namespace readme {
+// The README's example, as it is there.
+asio::awaitable<void> serve(sluice::gate& g, asio::steady_timer& timer) {
+  using namespace asio::experimental::awaitable_operators;
+  sluice::permit p = co_await sluice::async_admit(g, asio::use_awaitable);  // waits for room
+  // ...work, holding p (the end of its scope gives the admission back)...
+  timer.expires_after(std::chrono::milliseconds(50));
+  auto r = co_await (sluice::async_admit(g, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
+  if (r.index() == 0) { /* admitted: std::get<0>(r) is its permit */ } else { /* timed out, nothing counted */ }
+}
+}  // namespace readme
+
+TEST_CASE("the README's example") {
+  asio::io_context io;
+  sluice::gate g{1};
+  asio::steady_timer timer(io);
+  bool done = false;
+  asio::co_spawn(io, readme::serve(g, timer), [&](std::exception_ptr e) { done = !e; });
+  io.run_for(long_enough);
+  CHECK(done);
+  CHECK(g.in_flight() == 0);
+}
+
 TEST_CASE_TEMPLATE("timeouts through || with a steady_timer", G, GATES) {
   using namespace asio::experimental::awaitable_operators;
   asio::io_context io;
