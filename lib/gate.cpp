@@ -45,6 +45,7 @@ void link_waiter(detail::parking_spot& spot, detail::async_waiter& w) noexcept {
   (spot.async_tail != nullptr ? spot.async_tail->next : spot.async_head) = &w;
   spot.async_tail = &w;
   w.queued = true;
+  if (w.handle != nullptr) *w.handle = &w;
 }
 
 void unlink_waiter(detail::parking_spot& spot, detail::async_waiter& w) noexcept {
@@ -52,6 +53,7 @@ void unlink_waiter(detail::parking_spot& spot, detail::async_waiter& w) noexcept
   (w.next != nullptr ? w.next->prev : spot.async_tail) = w.prev;
   w.prev = w.next = nullptr;
   w.queued = false;
+  if (w.handle != nullptr) *w.handle = nullptr;
 }
 
 // The grant loop: takes the gate's waiters from the head, oldest first, while take() admits one;
@@ -384,16 +386,12 @@ void async_wait(mutex_gate& g, async_waiter& w) noexcept {
   finish_admitted(taken);
 }
 
-async_waiter* async_cancel(const void* g, const void* key) noexcept {
+async_waiter* async_cancel(const void* g, async_waiter* const* handle) noexcept {
   parking_spot& spot = parking_for(g);
   std::lock_guard lock(spot.mutex);
-  for (async_waiter* w = spot.async_head; w != nullptr; w = w->next) {
-    if (w->gate == g && w->key == key) {
-      unlink_waiter(spot, *w);
-      return w;
-    }
-  }
-  return nullptr;
+  async_waiter* const w = *handle;  // non-null only while queued (link_waiter, unlink_waiter)
+  if (w != nullptr) unlink_waiter(spot, *w);
+  return w;
 }
 
 bool async_withdraw(async_waiter& w) noexcept {

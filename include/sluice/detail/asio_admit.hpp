@@ -116,15 +116,18 @@ class admit_service final : public net::execution_context::service {
   bool shut_down_ = false;
 };
 
-// Installed in the handler's cancellation slot; its address is the wait's key. It holds the
-// gate's address only, to find the gate's parking spot: it never touches the gate.
+// Installed in the handler's cancellation slot, which keeps it alive while the wait is pending
+// (and perhaps after). It holds the gate's address, only to find the gate's parking spot (it
+// never touches the gate), and the waiter's handle, which the queue keeps pointing at the
+// waiter while it is queued and clears, under the spot's mutex, when it leaves.
 struct admit_canceller {
   const void* gate;
+  async_waiter* waiter = nullptr;  // the handle; guarded by the spot's mutex
   void operator()(net::cancellation_type type) noexcept {
     constexpr auto honoured =
         net::cancellation_type::terminal | net::cancellation_type::partial | net::cancellation_type::total;
     if ((type & honoured) == net::cancellation_type::none) return;
-    if (async_waiter* w = async_cancel(gate, this)) w->finish(w, false);
+    if (async_waiter* w = async_cancel(gate, &waiter)) w->finish(w, false);
   }
 };
 
@@ -232,7 +235,7 @@ struct initiate_admit {
     op->destroy = &op_type::destroy_op;
     op->gate = g;
     op->service = &service;
-    if (slot.is_connected()) op->key = &slot.template emplace<admit_canceller>(admit_canceller{g});
+    if (slot.is_connected()) op->handle = &slot.template emplace<admit_canceller>(admit_canceller{g}).waiter;
     service.add(*op);
     async_wait(*g, *op);  // from here on the node belongs to the queue
   }

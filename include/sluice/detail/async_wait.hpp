@@ -10,7 +10,7 @@ class mutex_gate;
 
 namespace sluice::detail {
 
-// One asynchronous wait for an admission. The caller fills gate, key and finish, and keeps the
+// One asynchronous wait for an admission. The caller fills gate, handle and finish, and keeps the
 // node alive until finish is called or async_withdraw returns true.
 struct async_waiter {
   // Called exactly once for a node that left the queue through a wake-up (admitted: the
@@ -18,7 +18,11 @@ struct async_waiter {
   // nothing counted). Called with no lock held, on the thread of the call that took the node.
   void (*finish)(async_waiter*, bool admitted) noexcept = nullptr;
   const void* gate = nullptr;  // the gate waited on
-  const void* key = nullptr;   // what async_cancel finds it by (null: no cancellation)
+  // Where a canceller keeps this node's address (null: no cancellation). Set to the node when it
+  // is queued and to null, under the spot's mutex, when it leaves the queue in any way: the
+  // canceller then finds it in one step, and never after it left. The canceller must outlive
+  // the wait (Asio's rule for a cancellation slot's handler).
+  async_waiter** handle = nullptr;
   // Guarded by the spot's mutex.
   async_waiter* prev = nullptr;
   async_waiter* next = nullptr;
@@ -30,9 +34,9 @@ struct async_waiter {
 void async_wait(gate& g, async_waiter& w) noexcept;
 void async_wait(mutex_gate& g, async_waiter& w) noexcept;
 
-// The queued waiter of the gate at `gate` with this key, taken out of the queue, or null when it
-// has already left. Touches only the gate's parking spot, never the gate.
-async_waiter* async_cancel(const void* gate, const void* key) noexcept;
+// The waiter whose handle is `handle`, taken out of the queue, or null when it has already left.
+// `gate` is its gate's address: only that gate's parking spot is touched, never the gate.
+async_waiter* async_cancel(const void* gate, async_waiter* const* handle) noexcept;
 
 // Takes w out of the queue if it is still there (true), without calling finish.
 bool async_withdraw(async_waiter& w) noexcept;
