@@ -34,6 +34,62 @@ constexpr std::int64_t count_of(std::uint64_t word) noexcept {
   return static_cast<std::int64_t>(word & count_mask);
 }
 
+// ---- the queue of async waiters on a parking spot (docs/asio.md) ----------------------------
+//
+// Guarded by the spot's mutex. A waiter leaves the queue once: taken by a grant loop (admitted),
+// by async_cancel or by async_withdraw, whichever holds the mutex first.
+
+void link_waiter(detail::parking_spot& spot, detail::async_waiter& w) noexcept {
+  w.prev = spot.async_tail;
+  w.next = nullptr;
+  (spot.async_tail != nullptr ? spot.async_tail->next : spot.async_head) = &w;
+  spot.async_tail = &w;
+  w.queued = true;
+  if (w.handle != nullptr) *w.handle = &w;
+}
+
+void unlink_waiter(detail::parking_spot& spot, detail::async_waiter& w) noexcept {
+  (w.prev != nullptr ? w.prev->next : spot.async_head) = w.next;
+  (w.next != nullptr ? w.next->prev : spot.async_tail) = w.prev;
+  w.prev = w.next = nullptr;
+  w.queued = false;
+  if (w.handle != nullptr) *w.handle = nullptr;
+}
+
+// The grant loop: takes the gate's waiters from the head, oldest first, while take() admits one;
+// stops at the first that it cannot admit (take() then left the gate marked, so that the call
+// that makes room comes back here). Returns the taken waiters chained through next, to be
+// finished once the spot is unlocked, and whether a waiter of the gate is left queued.
+template <class Take>
+detail::async_waiter* grant(detail::parking_spot& spot, const void* g, Take take, bool& left) noexcept {
+  detail::async_waiter* taken = nullptr;
+  detail::async_waiter** tail = &taken;
+  left = false;
+  for (detail::async_waiter* w = spot.async_head; w != nullptr;) {
+    detail::async_waiter* const next = w->next;
+    if (w->gate == g) {
+      if (!take()) {
+        left = true;
+        break;
+      }
+      unlink_waiter(spot, *w);
+      *tail = w;
+      tail = &w->next;
+    }
+    w = next;
+  }
+  return taken;
+}
+
+void finish_admitted(detail::async_waiter* taken) noexcept {
+  while (taken != nullptr) {
+    detail::async_waiter* const w = taken;
+    taken = w->next;
+    w->next = nullptr;
+    w->finish(w, true);
+  }
+}
+
 }  // namespace
 
 // ---- gate ------------------------------------------------------------------------------------
@@ -52,6 +108,11 @@ constexpr std::int64_t count_of(std::uint64_t word) noexcept {
 //       Clearing the bit in W2 itself (not later, in W3) means that after W2 the call touches
 //       nothing of the gate, only the spot, which outlives every gate: the thread that W2 admits
 //       may destroy the gate at once, as with a semaphore that signals completion.
+//   (A) async waiters (docs/asio.md): the grant loop, under the spot's mutex, plays the waiter's
+//       part: it sets the bit with an RMW (A1) before its last try for the head waiter, so W2
+//       either comes before A1 (the try sees the room) or reads the bit (W3 runs the loop again
+//       once this one lets the mutex go). W3 touches the gate only when an async waiter of it is
+//       queued, which the gate must outlive.
 // Everything else is relaxed: the word carries no data besides itself, and each RMW reads the
 // latest value in the word's modification order whatever its ordering. The spot's mutex orders
 // W3 against the waiter; the word needs nothing more for it.
@@ -129,12 +190,31 @@ bool gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
   }
 }
 
+// What the grant loop may do to a gate: admit once, and before its last try mark the word (A1).
+struct gate::async_access {
+  static bool take(gate& g) noexcept {
+    if (g.try_admit()) return true;
+    g.word_.fetch_or(waiting_bit, std::memory_order_relaxed);  // (A1)
+    return g.try_admit();
+  }
+  static detail::async_waiter* grant(detail::parking_spot& spot, const gate* g) noexcept {
+    bool left = false;
+    return sluice::grant(spot, g, [g] { return take(*const_cast<gate*>(g)); }, left);
+  }
+};
+
 // (W3), given the gate's address alone: the mutex is taken and let go before the wake, so that a
-// waiter between its W1 and its sleep is asleep (or gone) by the time the wake comes.
+// waiter between its W1 and its sleep is asleep (or gone) by the time the wake comes. Async
+// waiters of g queued on the spot are admitted first, in order, while there is room (A).
 void gate::wake(const gate* g) noexcept {
   detail::parking_spot& spot = detail::parking_for(g);
-  { std::lock_guard lock(spot.mutex); }
+  detail::async_waiter* taken = nullptr;
+  {
+    std::lock_guard lock(spot.mutex);
+    if (spot.async_head != nullptr) taken = async_access::grant(spot, g);
+  }
   spot.wake.notify_all();
+  finish_admitted(taken);
 }
 
 bool gate::has_capacity() const noexcept {
@@ -172,6 +252,37 @@ void gate::adjust(pressure p, std::int64_t max_cap) noexcept {
 
 mutex_gate::mutex_gate(std::int64_t cap) noexcept : cap_(clamp_cap(cap)) {}
 
+struct mutex_gate::async_access {
+  static bool take(mutex_gate& g) noexcept {
+    std::lock_guard lock(g.mutex_);
+    if (g.in_flight_ >= g.cap_) return false;
+    ++g.in_flight_;
+    return true;
+  }
+  // Under the spot's mutex: the loop, and the flag cleared once no waiter of g is left (a
+  // cancelled waiter leaves it set, which costs one visit to the spot).
+  static detail::async_waiter* grant(detail::parking_spot& spot, mutex_gate& g) noexcept {
+    bool left = false;
+    detail::async_waiter* taken = sluice::grant(spot, &g, [&g] { return take(g); }, left);
+    if (!left) {
+      std::lock_guard lock(g.mutex_);
+      g.async_waiting_ = false;
+    }
+    return taken;
+  }
+  static void wake(mutex_gate* g) noexcept {
+    detail::parking_spot& spot = detail::parking_for(g);
+    detail::async_waiter* taken = nullptr;
+    {
+      std::lock_guard lock(spot.mutex);
+      bool queued = false;
+      for (auto* w = spot.async_head; w != nullptr && !queued; w = w->next) queued = w->gate == g;
+      if (queued) taken = grant(spot, *g);  // else g may be gone: touch nothing of it
+    }
+    finish_admitted(taken);
+  }
+};
+
 void mutex_gate::note_submitted() noexcept {
   std::lock_guard lock(mutex_);
   in_flight_ = std::min(in_flight_ + 1, gate_limit);
@@ -179,9 +290,13 @@ void mutex_gate::note_submitted() noexcept {
 
 // After a change that may make room: wakes the waiters, if any. Under the mutex, so that no
 // waiter can return, and destroy the gate, before the call is done with it.
+// Async waiters are admitted after the mutex is let go, on the spot (a queued one keeps the gate
+// alive; without one, nothing of the gate is touched after the unlock).
 void mutex_gate::wake_if_waiting(std::unique_lock<std::mutex>& lock) noexcept {
   if (waiting_ > 0) room_.notify_all();
+  const bool async = async_waiting_;
   lock.unlock();
+  if (async) async_access::wake(this);
 }
 
 void mutex_gate::note_done() noexcept {
@@ -241,4 +356,51 @@ void mutex_gate::adjust(pressure p, std::int64_t max_cap) noexcept {
   wake_if_waiting(lock);
 }
 
+// ---- async waiters (docs/asio.md) ------------------------------------------------------------
+
+namespace detail {
+
+void async_wait(gate& g, async_waiter& w) noexcept {
+  parking_spot& spot = parking_for(&g);
+  async_waiter* taken = nullptr;
+  {
+    std::lock_guard lock(spot.mutex);
+    link_waiter(spot, w);
+    taken = gate::async_access::grant(spot, &g);
+  }
+  finish_admitted(taken);
+}
+
+void async_wait(mutex_gate& g, async_waiter& w) noexcept {
+  parking_spot& spot = parking_for(&g);
+  async_waiter* taken = nullptr;
+  {
+    std::lock_guard lock(spot.mutex);
+    link_waiter(spot, w);
+    {
+      std::lock_guard gate_lock(g.mutex_);  // before the loop's tries: no lost wake-up
+      g.async_waiting_ = true;
+    }
+    taken = mutex_gate::async_access::grant(spot, g);
+  }
+  finish_admitted(taken);
+}
+
+async_waiter* async_cancel(const void* g, async_waiter* const* handle) noexcept {
+  parking_spot& spot = parking_for(g);
+  std::lock_guard lock(spot.mutex);
+  async_waiter* const w = *handle;  // non-null only while queued (link_waiter, unlink_waiter)
+  if (w != nullptr) unlink_waiter(spot, *w);
+  return w;
+}
+
+bool async_withdraw(async_waiter& w) noexcept {
+  parking_spot& spot = parking_for(w.gate);
+  std::lock_guard lock(spot.mutex);
+  if (!w.queued) return false;
+  unlink_waiter(spot, w);
+  return true;
+}
+
+}  // namespace detail
 }  // namespace sluice

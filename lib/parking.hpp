@@ -9,9 +9,15 @@
 
 namespace sluice::detail {
 
+struct async_waiter;
+
 struct parking_spot {
   detail::mutex mutex;
   detail::condition_variable wake;
+  // The asynchronous waiters of the gates on this spot, oldest first (docs/asio.md); guarded by
+  // mutex.
+  async_waiter* async_head = nullptr;
+  async_waiter* async_tail = nullptr;
 };
 
 // The spot of the object at `key`. Never fails; the first call makes the table.

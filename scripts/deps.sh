@@ -18,6 +18,7 @@ for word in "$@"; do
     fuzz) packages+=(clang libclang-rt-14-dev) ;;  # libFuzzer comes with Clang's runtime
     packaging) packages+=(git cmake python3-mesonpy python3-pip) ;;  # dist clones; install finds sluice through CMake; wheel builds the Python module's
     python) packages+=(python3-dev pybind11-dev python3-pytest python3-pytest-timeout) ;;  # the module and its tests
+    concurrency) packages+=(libasio-dev) ;;  # standalone Asio, header-only, for asio_test (<sluice/asio.hpp>)
     bench) packages+=(libbenchmark-dev libboost-dev libmimalloc-dev libjemalloc-dev libtbb-dev
                       python3-matplotlib) ;;
   esac

@@ -31,6 +31,7 @@
 #include <mutex>
 #include <utility>
 
+#include "sluice/detail/async_wait.hpp"
 #include "sluice/detail/atomic.hpp"
 
 namespace sluice {
@@ -107,10 +108,13 @@ class gate : public detail::timed_admissions<gate> {
   friend bool detail::admit_by(G&, const std::chrono::time_point<C, D>&);
   // Waits for room until the deadline; true once admitted, false when the deadline passed.
   bool wait_admit(std::chrono::steady_clock::time_point deadline);
-  static void wake(const gate* g) noexcept;  // touches only g's parking spot, never *g
+  // Touches only g's parking spot, never *g, unless an async waiter of g is queued there.
+  static void wake(const gate* g) noexcept;
+  friend void detail::async_wait(gate&, detail::async_waiter&) noexcept;
+  struct async_access;  // lib/gate.cpp's grant loop
 
   // Invariant: bits 0-30 hold in_flight, bits 32-62 hold cap, both at most gate_limit; bit 31
-  // marks that a thread may be waiting.
+  // marks that a thread or an async waiter may be waiting.
   detail::atomic<std::uint64_t> word_;
 };
 
@@ -138,12 +142,15 @@ class mutex_gate : public detail::timed_admissions<mutex_gate> {
   friend bool detail::admit_by(G&, const std::chrono::time_point<C, D>&);
   bool wait_admit(std::chrono::steady_clock::time_point deadline);
   void wake_if_waiting(std::unique_lock<std::mutex>& lock) noexcept;
+  friend void detail::async_wait(mutex_gate&, detail::async_waiter&) noexcept;
+  struct async_access;  // lib/gate.cpp's grant loop
 
   mutable std::mutex mutex_;
   std::condition_variable room_;  // waiters sleep on it
   std::int64_t in_flight_ = 0;    // guarded by mutex_
   std::int64_t cap_;              // guarded by mutex_
   std::int64_t waiting_ = 0;      // threads in wait_admit; guarded by mutex_
+  bool async_waiting_ = false;    // async waiters may be queued on our spot; guarded by mutex_
 };
 
 // What the twins share, stated so that generic code can take either and the promise that their

@@ -1,0 +1,43 @@
+// sluice/asio.hpp: waiting for a gate's admission on standalone Asio, without blocking a thread.
+//
+//   async_admit(g, token)   waits until g admits, as admit() does, then completes with
+//                           void(std::error_code, sluice::permit<Gate>); Gate: gate or mutex_gate
+//
+//   auto p = co_await sluice::async_admit(g, asio::use_awaitable);                 // throws on error
+//   auto [ec, p] = co_await sluice::async_admit(g, asio::as_tuple(asio::use_awaitable));
+//   using namespace asio::experimental::awaitable_operators;                       // a timeout:
+//   auto r = co_await (sluice::async_admit(g, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
+//
+// An Asio asynchronous operation as Asio's own are (needs standalone Asio 1.22 or later; the
+// library itself needs no Asio):
+// - any completion token: callbacks, use_awaitable, deferred, as_tuple, use_future;
+// - the handler runs on its associated executor (default: the system executor), posted, never
+//   inside async_admit even when room is there at once; a pending wait holds outstanding work on
+//   that executor; what the wait stores is allocated with the handler's associated allocator;
+// - cancellation through the handler's cancellation slot (terminal, partial, total): a wait still
+//   queued completes with operation_aborted and an empty permit, and never counted anything; one
+//   already admitted when the cancellation comes completes with its permit (dropping it gives the
+//   admission back); as for any Asio operation, the emit must not race the completion handler's
+//   own run (on a context that several threads run, keep the two on one strand);
+// - a context shut down (its io_context destroyed) with waits pending destroys their handlers
+//   without invoking them; the gate keeps its count and stays usable.
+// The gate's promises hold for async admissions: each is one try_admit, so never past the cap;
+// note_done, set_cap and adjust wake async waiters as they wake threads, and both may wait on one
+// gate; async waiters of one gate are admitted in FIFO order among themselves, but a try_admit
+// or a thread may take a room first (no FIFO against them: docs/asio.md, Fairness). A gate with
+// no async waiter pays nothing: try_admit and note_done are unchanged. The gate must outlive its
+// pending waits. Boost.Asio: <sluice/boost_asio.hpp>, the same call. The design: docs/asio.md.
+#pragma once
+
+#include <asio.hpp>
+#include <system_error>
+
+#define SLUICE_ASIO_NET ::asio
+#define SLUICE_ASIO_ERROR_CODE ::std::error_code
+#define SLUICE_ASIO_DETAIL asio_standalone
+#define SLUICE_ASIO_WHICH 0
+#include "sluice/detail/asio_admit.hpp"
+#undef SLUICE_ASIO_WHICH
+#undef SLUICE_ASIO_NET
+#undef SLUICE_ASIO_ERROR_CODE
+#undef SLUICE_ASIO_DETAIL
