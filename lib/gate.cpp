@@ -19,16 +19,24 @@ constexpr std::int64_t next_cap(std::int64_t cap, pressure p, std::int64_t max_c
   return p == pressure::ok ? clamp_cap(std::min(cap + 1, max_cap)) : clamp_cap(cap - 1);
 }
 
-// The packed word: in_flight in bits 0-30, the waiting mark in bit 31, cap in bits 32-62.
+// The packed word: in_flight in bits 0-30, the waiting mark in bit 31, cap in bits 32-62, and
+// the queue mark in bit 63: async waiters of the gate are queued, so try_admit refuses (they go
+// first: docs/asio.md, Fairness).
 constexpr int cap_shift = 32;
 constexpr std::uint64_t waiting_bit = std::uint64_t{1} << 31;
 constexpr std::uint64_t count_mask = waiting_bit - 1;
+constexpr std::uint64_t queue_bit = std::uint64_t{1} << 63;
 
 constexpr std::uint64_t pack(std::int64_t cap, std::uint64_t count) noexcept {
   return static_cast<std::uint64_t>(cap) << cap_shift | count;
 }
 constexpr std::int64_t cap_of(std::uint64_t word) noexcept {
-  return static_cast<std::int64_t>(word >> cap_shift);
+  return static_cast<std::int64_t>((word & ~queue_bit) >> cap_shift);
+}
+// What try_admit admits below: the cap, or, with the queue mark set, a negative number. The
+// arithmetic shift carries the mark into the sign: the same one instruction as cap_of's shift.
+constexpr std::int64_t admit_limit(std::uint64_t word) noexcept {
+  return static_cast<std::int64_t>(word) >> cap_shift;
 }
 constexpr std::int64_t count_of(std::uint64_t word) noexcept {
   return static_cast<std::int64_t>(word & count_mask);
@@ -54,6 +62,14 @@ void unlink_waiter(detail::parking_spot& spot, detail::async_waiter& w) noexcept
   w.prev = w.next = nullptr;
   w.queued = false;
   if (w.handle != nullptr) *w.handle = nullptr;
+}
+
+// Whether a waiter of g other than the ones already unlinked is queued on the spot.
+bool queued_for(const detail::parking_spot& spot, const void* g) noexcept {
+  for (const detail::async_waiter* w = spot.async_head; w != nullptr; w = w->next) {
+    if (w->gate == g) return true;
+  }
+  return false;
 }
 
 // The grant loop: takes the gate's waiters from the head, oldest first, while take() admits one;
@@ -117,6 +133,45 @@ void finish_admitted(detail::async_waiter* taken) noexcept {
 // latest value in the word's modification order whatever its ordering. The spot's mutex orders
 // W3 against the waiter; the word needs nothing more for it.
 
+// The queue's access to a gate: an admission below a given limit (try_admit's, or the cap alone
+// for the grant loop, which serves the queue the mark holds room for), and the queue mark.
+struct gate::async_access {
+  template <std::int64_t (*Limit)(std::uint64_t)>
+  static bool admit_below(gate& g) noexcept {
+    std::uint64_t word = g.word_.load(std::memory_order_relaxed);
+    do {
+      if (count_of(word) >= Limit(word)) return false;
+    } while (!g.word_.compare_exchange_weak(word, word + 1,
+                                            std::memory_order_acquire,    // (2)
+                                            std::memory_order_relaxed));
+    return true;
+  }
+  // The grant loop's admission: below the cap, whatever the queue mark; before its last try it
+  // marks the word (A1).
+  static bool take(gate& g) noexcept {
+    if (admit_below<cap_of>(g)) return true;
+    g.word_.fetch_or(waiting_bit, std::memory_order_relaxed);  // (A1)
+    return admit_below<cap_of>(g);
+  }
+  // Under the spot's mutex. Returns the taken waiters; cleared tells whether the queue mark went
+  // (the spot's threads, which the mark turned away, must then be woken).
+  static detail::async_waiter* grant(detail::parking_spot& spot, const gate* g, bool& cleared) noexcept {
+    gate& mutable_g = *const_cast<gate*>(g);
+    bool left = false;
+    detail::async_waiter* taken = sluice::grant(spot, g, [&] { return take(mutable_g); }, left);
+    cleared = !left;
+    if (cleared) clear_queue_mark(mutable_g);
+    return taken;
+  }
+  // The queue mark is set and cleared only under the spot's mutex, which orders it against the
+  // queue; relaxed, as W1: the word carries no data.
+  static void set_queue_mark(gate& g) noexcept { g.word_.fetch_or(queue_bit, std::memory_order_relaxed); }
+  static void clear_queue_mark(gate& g) noexcept { g.word_.fetch_and(~queue_bit, std::memory_order_relaxed); }
+  static void left_unadmitted(const void* g, bool last) noexcept {
+    if (last) clear_queue_mark(*static_cast<gate*>(const_cast<void*>(g)));
+  }
+};
+
 gate::gate(std::int64_t cap) noexcept : word_(pack(clamp_cap(cap), 0)) {}
 
 void gate::note_submitted() noexcept {
@@ -140,15 +195,7 @@ void gate::note_done() noexcept {
   if ((word & waiting_bit) != 0) wake(this);  // (W3)
 }
 
-bool gate::try_admit() noexcept {
-  std::uint64_t word = word_.load(std::memory_order_relaxed);
-  do {
-    if (count_of(word) >= cap_of(word)) return false;
-  } while (!word_.compare_exchange_weak(word, word + 1,
-                                        std::memory_order_acquire,    // (2)
-                                        std::memory_order_relaxed));
-  return true;
-}
+bool gate::try_admit() noexcept { return async_access::admit_below<admit_limit>(*this); }
 
 void gate::admit() {
   if (!try_admit()) wait_admit(std::chrono::steady_clock::time_point::max());
@@ -190,19 +237,6 @@ bool gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
   }
 }
 
-// What the grant loop may do to a gate: admit once, and before its last try mark the word (A1).
-struct gate::async_access {
-  static bool take(gate& g) noexcept {
-    if (g.try_admit()) return true;
-    g.word_.fetch_or(waiting_bit, std::memory_order_relaxed);  // (A1)
-    return g.try_admit();
-  }
-  static detail::async_waiter* grant(detail::parking_spot& spot, const gate* g) noexcept {
-    bool left = false;
-    return sluice::grant(spot, g, [g] { return take(*const_cast<gate*>(g)); }, left);
-  }
-};
-
 // (W3), given the gate's address alone: the mutex is taken and let go before the wake, so that a
 // waiter between its W1 and its sleep is asleep (or gone) by the time the wake comes. Async
 // waiters of g queued on the spot are admitted first, in order, while there is room (A).
@@ -211,7 +245,8 @@ void gate::wake(const gate* g) noexcept {
   detail::async_waiter* taken = nullptr;
   {
     std::lock_guard lock(spot.mutex);
-    if (spot.async_head != nullptr) taken = async_access::grant(spot, g);
+    bool cleared = false;
+    if (spot.async_head != nullptr) taken = async_access::grant(spot, g, cleared);
   }
   spot.wake.notify_all();
   finish_admitted(taken);
@@ -219,7 +254,7 @@ void gate::wake(const gate* g) noexcept {
 
 bool gate::has_capacity() const noexcept {
   const std::uint64_t word = word_.load(std::memory_order_acquire);  // (3)
-  return count_of(word) < cap_of(word);
+  return count_of(word) < admit_limit(word);
 }
 
 std::int64_t gate::in_flight() const noexcept {
@@ -233,7 +268,7 @@ std::int64_t gate::cap() const noexcept {
 void gate::set_cap(std::int64_t cap) noexcept {
   const std::uint64_t cap_bits = pack(clamp_cap(cap), 0);
   std::uint64_t word = word_.load(std::memory_order_relaxed);
-  while (!word_.compare_exchange_weak(word, cap_bits | (word & count_mask),  // (W2)
+  while (!word_.compare_exchange_weak(word, cap_bits | (word & (queue_bit | count_mask)),  // (W2)
                                       std::memory_order_relaxed)) {
   }
   if ((word & waiting_bit) != 0) wake(this);  // (W3)
@@ -242,7 +277,7 @@ void gate::set_cap(std::int64_t cap) noexcept {
 void gate::adjust(pressure p, std::int64_t max_cap) noexcept {
   std::uint64_t word = word_.load(std::memory_order_relaxed);
   while (!word_.compare_exchange_weak(
-      word, pack(next_cap(cap_of(word), p, max_cap), word & count_mask),  // (W2)
+      word, pack(next_cap(cap_of(word), p, max_cap), word & (queue_bit | count_mask)),  // (W2)
       std::memory_order_relaxed)) {
   }
   if ((word & waiting_bit) != 0) wake(this);  // (W3)
@@ -252,23 +287,30 @@ void gate::adjust(pressure p, std::int64_t max_cap) noexcept {
 
 mutex_gate::mutex_gate(std::int64_t cap) noexcept : cap_(clamp_cap(cap)) {}
 
+// The queue's access to a mutex_gate, which counts its queued waiters exactly (under its mutex):
+// while any is queued, try_admit and the threads' waits refuse, as gate's queue mark makes them.
 struct mutex_gate::async_access {
+  // Under g.mutex_: one waiter fewer queued; when none is left, the threads that the queue turned
+  // away may find room.
+  static void dequeued(mutex_gate& g) noexcept {
+    if (--g.async_queued_ == 0 && g.waiting_ > 0) g.room_.notify_all();
+  }
   static bool take(mutex_gate& g) noexcept {
     std::lock_guard lock(g.mutex_);
     if (g.in_flight_ >= g.cap_) return false;
     ++g.in_flight_;
+    dequeued(g);
     return true;
   }
-  // Under the spot's mutex: the loop, and the flag cleared once no waiter of g is left (a
-  // cancelled waiter leaves it set, which costs one visit to the spot).
+  // Under the spot's mutex.
   static detail::async_waiter* grant(detail::parking_spot& spot, mutex_gate& g) noexcept {
     bool left = false;
-    detail::async_waiter* taken = sluice::grant(spot, &g, [&g] { return take(g); }, left);
-    if (!left) {
-      std::lock_guard lock(g.mutex_);
-      g.async_waiting_ = false;
-    }
-    return taken;
+    return sluice::grant(spot, &g, [&g] { return take(g); }, left);
+  }
+  static void left_unadmitted(const void* g, bool /*last*/) noexcept {
+    mutex_gate& m = *static_cast<mutex_gate*>(const_cast<void*>(g));
+    std::lock_guard lock(m.mutex_);
+    dequeued(m);
   }
   static void wake(mutex_gate* g) noexcept {
     detail::parking_spot& spot = detail::parking_for(g);
@@ -294,7 +336,7 @@ void mutex_gate::note_submitted() noexcept {
 // alive; without one, nothing of the gate is touched after the unlock).
 void mutex_gate::wake_if_waiting(std::unique_lock<std::mutex>& lock) noexcept {
   if (waiting_ > 0) room_.notify_all();
-  const bool async = async_waiting_;
+  const bool async = async_queued_ > 0;
   lock.unlock();
   if (async) async_access::wake(this);
 }
@@ -307,7 +349,7 @@ void mutex_gate::note_done() noexcept {
 
 bool mutex_gate::try_admit() noexcept {
   std::lock_guard lock(mutex_);
-  if (in_flight_ >= cap_) return false;
+  if (in_flight_ >= cap_ || async_queued_ > 0) return false;
   ++in_flight_;
   return true;
 }
@@ -317,7 +359,7 @@ void mutex_gate::admit() { wait_admit(std::chrono::steady_clock::time_point::max
 bool mutex_gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   ++waiting_;
-  const auto room = [&] { return in_flight_ < cap_; };
+  const auto room = [&] { return in_flight_ < cap_ && async_queued_ == 0; };
   bool admitted = true;
   if (deadline == std::chrono::steady_clock::time_point::max()) {
     room_.wait(lock, room);
@@ -331,7 +373,7 @@ bool mutex_gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
 
 bool mutex_gate::has_capacity() const noexcept {
   std::lock_guard lock(mutex_);
-  return in_flight_ < cap_;
+  return in_flight_ < cap_ && async_queued_ == 0;
 }
 
 std::int64_t mutex_gate::in_flight() const noexcept {
@@ -363,11 +405,15 @@ namespace detail {
 void async_wait(gate& g, async_waiter& w) noexcept {
   parking_spot& spot = parking_for(&g);
   async_waiter* taken = nullptr;
+  bool cleared = false;
   {
     std::lock_guard lock(spot.mutex);
+    w.left_unadmitted = &gate::async_access::left_unadmitted;
     link_waiter(spot, w);
-    taken = gate::async_access::grant(spot, &g);
+    gate::async_access::set_queue_mark(g);
+    taken = gate::async_access::grant(spot, &g, cleared);
   }
+  if (cleared) spot.wake.notify_all();  // threads the mark turned away meanwhile
   finish_admitted(taken);
 }
 
@@ -376,21 +422,34 @@ void async_wait(mutex_gate& g, async_waiter& w) noexcept {
   async_waiter* taken = nullptr;
   {
     std::lock_guard lock(spot.mutex);
+    w.left_unadmitted = &mutex_gate::async_access::left_unadmitted;
     link_waiter(spot, w);
     {
       std::lock_guard gate_lock(g.mutex_);  // before the loop's tries: no lost wake-up
-      g.async_waiting_ = true;
+      ++g.async_queued_;
     }
     taken = mutex_gate::async_access::grant(spot, g);
   }
   finish_admitted(taken);
 }
 
+namespace {
+// Under the spot's mutex: w leaves the queue unadmitted. The gate is alive (a queued wait needs
+// it), so it may be told; the spot's threads are woken when the last waiter of the gate left, as
+// the queue may have been all that turned them away.
+void leave_unadmitted(parking_spot& spot, async_waiter& w) noexcept {
+  unlink_waiter(spot, w);
+  const bool last = !queued_for(spot, w.gate);
+  w.left_unadmitted(w.gate, last);
+  if (last) spot.wake.notify_all();
+}
+}  // namespace
+
 async_waiter* async_cancel(const void* g, async_waiter* const* handle) noexcept {
   parking_spot& spot = parking_for(g);
   std::lock_guard lock(spot.mutex);
   async_waiter* const w = *handle;  // non-null only while queued (link_waiter, unlink_waiter)
-  if (w != nullptr) unlink_waiter(spot, *w);
+  if (w != nullptr) leave_unadmitted(spot, *w);
   return w;
 }
 
@@ -398,7 +457,7 @@ bool async_withdraw(async_waiter& w) noexcept {
   parking_spot& spot = parking_for(w.gate);
   std::lock_guard lock(spot.mutex);
   if (!w.queued) return false;
-  unlink_waiter(spot, w);
+  leave_unadmitted(spot, w);
   return true;
 }
 

@@ -3,10 +3,13 @@
 // wake-up, timeouts, threads and coroutines on one gate, FIFO, and an io_context destroyed with
 // waits pending. Waits that must end are bounded (run_for, wait_for) far beyond what they need,
 // so a lost wake-up fails a check instead of hanging the test.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -425,6 +428,58 @@ TEST_CASE_TEMPLATE("a stream of try_admit callers does not starve a waiting coro
 }
 
 #endif
+// The fairness rule (docs/asio.md, Fairness): once an async wait is queued, try_admit refuses
+// until the queue has been served. Two threads spin on try_admit + note_done at cap 1 while a
+// chain of async waits runs, each started when the last one's handler has given its permit back:
+// per wait, the spinners get at most the one admission that one of them may already hold when the
+// wait is queued. Without the rule, the room each note_done makes goes to the other spinner before
+// the grant loop reaches the queue, again and again.
+TEST_CASE_TEMPLATE("no try_admit overtakes a queued async waiter", G, GATES) {
+  const int waits = sluice_test::reduced ? 100 : 500;
+  asio::io_context io;
+  G g{1};
+  std::atomic<bool> stop{false};
+  std::atomic<int> current{-1};  // the wait queued or admitted now, -1 between waits
+  std::vector<int> overtakes(static_cast<std::size_t>(waits), 0);
+  std::mutex overtakes_mutex;
+  std::vector<std::thread> spinners;
+  for (int t = 0; t < 2; ++t) {
+    spinners.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (!g.try_admit()) {
+          std::this_thread::yield();  // leaves the core to the thread that runs the handlers
+          continue;
+        }
+        // Acquire: pairs with the release below, so a wait seen as current was queued already.
+        if (const int w = current.load(std::memory_order_acquire); w >= 0) {
+          std::lock_guard lock(overtakes_mutex);
+          ++overtakes[static_cast<std::size_t>(w)];
+        }
+        g.note_done();
+      }
+    });
+  }
+  int completed = 0;
+  std::function<void(int)> start = [&](int i) {
+    sluice::async_admit(g, asio::bind_executor(io, [&, i](std::error_code ec, permit<G> p) {
+      CHECK(!ec);
+      CHECK(static_cast<bool>(p));
+      current.store(-1, std::memory_order_relaxed);  // before the admission goes back
+      p.release();
+      ++completed;
+      if (i + 1 < waits) start(i + 1);
+    }));
+    current.store(i, std::memory_order_release);  // queued (or admitted) by now
+  };
+  start(0);
+  io.run_for(long_enough);
+  stop = true;
+  for (auto& t : spinners) t.join();
+  CHECK(completed == waits);
+  CHECK(*std::max_element(overtakes.begin(), overtakes.end()) <= 1);
+  CHECK(g.in_flight() == 0);
+}
+
 TEST_CASE_TEMPLATE("an io_context destroyed with waits pending destroys their handlers, uninvoked", G, GATES) {
   G g{1};
   REQUIRE(g.try_admit());

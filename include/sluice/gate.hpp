@@ -97,7 +97,7 @@ class gate : public detail::timed_admissions<gate> {
   void admit();                             // waits for room, then admits as try_admit
   using detail::timed_admissions<gate>::try_admit_for;    // admit(), giving up after a timeout
   using detail::timed_admissions<gate>::try_admit_until;  // admit(), giving up at a deadline
-  [[nodiscard]] bool has_capacity() const noexcept;       // in_flight < cap
+  [[nodiscard]] bool has_capacity() const noexcept;       // whether try_admit would admit now
   [[nodiscard]] std::int64_t in_flight() const noexcept;  // the count
   [[nodiscard]] std::int64_t cap() const noexcept;        // the cap
   void set_cap(std::int64_t cap) noexcept;                // clamped into [1, gate_limit]
@@ -114,7 +114,7 @@ class gate : public detail::timed_admissions<gate> {
   struct async_access;  // lib/gate.cpp's grant loop
 
   // Invariant: bits 0-30 hold in_flight, bits 32-62 hold cap, both at most gate_limit; bit 31
-  // marks that a thread or an async waiter may be waiting.
+  // marks that a thread or an async waiter may be waiting; bit 63 that async waiters are queued.
   detail::atomic<std::uint64_t> word_;
 };
 
@@ -150,7 +150,7 @@ class mutex_gate : public detail::timed_admissions<mutex_gate> {
   std::int64_t in_flight_ = 0;    // guarded by mutex_
   std::int64_t cap_;              // guarded by mutex_
   std::int64_t waiting_ = 0;      // threads in wait_admit; guarded by mutex_
-  bool async_waiting_ = false;    // async waiters may be queued on our spot; guarded by mutex_
+  std::int64_t async_queued_ = 0; // async waiters queued on our spot; guarded by mutex_
 };
 
 // What the twins share, stated so that generic code can take either and the promise that their

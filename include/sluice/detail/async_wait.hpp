@@ -18,6 +18,9 @@ struct async_waiter {
   // nothing counted). Called with no lock held, on the thread of the call that took the node.
   void (*finish)(async_waiter*, bool admitted) noexcept = nullptr;
   const void* gate = nullptr;  // the gate waited on
+  // Set by async_wait: tells the gate, under the spot's mutex, that the node left the queue
+  // unadmitted (cancelled or withdrawn); last: no other waiter of the gate is queued.
+  void (*left_unadmitted)(const void* gate, bool last) noexcept = nullptr;
   // Where a canceller keeps this node's address (null: no cancellation). Set to the node when it
   // is queued and to null, under the spot's mutex, when it leaves the queue in any way: the
   // canceller then finds it in one step, and never after it left. The canceller must outlive
