@@ -22,6 +22,7 @@
 #include "doctest.hpp"
 #include "kinds.hpp"
 #include "sluice/asio.hpp"
+#include "../lib/parking.hpp"  // the fairness case holds a gate's parking spot
 
 // The coroutine cases need Asio's awaitable, which Asio 1.22 offers where the compiler and its
 // library agree on coroutines (not Clang 14 over libstdc++: the callback cases still run there).
@@ -428,55 +429,54 @@ TEST_CASE_TEMPLATE("a stream of try_admit callers does not starve a waiting coro
 }
 
 #endif
-// The fairness rule (docs/asio.md, Fairness): once an async wait is queued, try_admit refuses
-// until the queue has been served. Two threads spin on try_admit + note_done at cap 1 while a
-// chain of async waits runs, each started when the last one's handler has given its permit back:
-// per wait, the spinners get at most the one admission that one of them may already hold when the
-// wait is queued. Without the rule, the room each note_done makes goes to the other spinner before
-// the grant loop reaches the queue, again and again.
+// The fairness rule (docs/asio.md, Fairness): while an async waiter is queued, try_admit and
+// has_capacity refuse, even in the moment between a note_done that made room and the grant loop
+// that hands the room to the waiter. The test holds that moment open: it holds the gate's parking
+// spot, so a note_done on another thread makes its room and then stops at the spot's mutex.
 TEST_CASE_TEMPLATE("no try_admit overtakes a queued async waiter", G, GATES) {
-  const int waits = sluice_test::reduced ? 100 : 500;
   asio::io_context io;
   G g{1};
-  std::atomic<bool> stop{false};
-  std::atomic<int> current{-1};  // the wait queued or admitted now, -1 between waits
-  std::vector<int> overtakes(static_cast<std::size_t>(waits), 0);
-  std::mutex overtakes_mutex;
-  std::vector<std::thread> spinners;
-  for (int t = 0; t < 2; ++t) {
-    spinners.emplace_back([&] {
-      while (!stop.load(std::memory_order_relaxed)) {
-        if (!g.try_admit()) {
-          std::this_thread::yield();  // leaves the core to the thread that runs the handlers
-          continue;
-        }
-        // Acquire: pairs with the release below, so a wait seen as current was queued already.
-        if (const int w = current.load(std::memory_order_acquire); w >= 0) {
-          std::lock_guard lock(overtakes_mutex);
-          ++overtakes[static_cast<std::size_t>(w)];
-        }
-        g.note_done();
-      }
-    });
+  REQUIRE(g.try_admit());
+  bool admitted = false;
+  sluice::async_admit(g, asio::bind_executor(io, [&](std::error_code ec, permit<G> p) { admitted = !ec && p; }));
+  sluice::detail::parking_spot& spot = sluice::detail::parking_for(&g);
+  std::thread finisher;
+  {
+    std::unique_lock hold(spot.mutex);
+    finisher = std::thread([&] { g.note_done(); });
+    while (g.in_flight() != 0) std::this_thread::yield();  // its room is made; it waits for the spot
+    CHECK_FALSE(g.has_capacity());
+    CHECK_FALSE(g.try_admit());
   }
-  int completed = 0;
-  std::function<void(int)> start = [&](int i) {
-    sluice::async_admit(g, asio::bind_executor(io, [&, i](std::error_code ec, permit<G> p) {
-      CHECK(!ec);
-      CHECK(static_cast<bool>(p));
-      current.store(-1, std::memory_order_relaxed);  // before the admission goes back
-      p.release();
-      ++completed;
-      if (i + 1 < waits) start(i + 1);
-    }));
-    current.store(i, std::memory_order_release);  // queued (or admitted) by now
-  };
-  start(0);
+  finisher.join();  // its grant loop admits the waiter
+  CHECK(g.in_flight() == 1);
   io.run_for(long_enough);
-  stop = true;
-  for (auto& t : spinners) t.join();
-  CHECK(completed == waits);
-  CHECK(*std::max_element(overtakes.begin(), overtakes.end()) <= 1);
+  CHECK(admitted);
+  CHECK(g.in_flight() == 0);
+  CHECK(g.try_admit());  // the queue served, try_admit admits again
+  g.note_done();
+}
+
+// A cancelled waiter leaves the queue, and the room goes to the thread that waited behind it.
+TEST_CASE_TEMPLATE("a thread waiting behind a cancelled async waiter is admitted", G, GATES) {
+  asio::io_context io;
+  G g{1};
+  REQUIRE(g.try_admit());
+  asio::cancellation_signal cancel;
+  bool aborted = false;
+  sluice::async_admit(g, asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io,
+      [&](std::error_code ec, permit<G> p) { aborted = ec == asio::error::operation_aborted && !p; })));
+  std::atomic<bool> thread_admitted{false};
+  std::thread waiter([&] {
+    permit<G> p{g, long_enough};
+    thread_admitted = static_cast<bool>(p);
+  });
+  cancel.emit(asio::cancellation_type::terminal);
+  g.note_done();
+  waiter.join();
+  io.run_for(long_enough);
+  CHECK(aborted);
+  CHECK(thread_admitted.load());
   CHECK(g.in_flight() == 0);
 }
 
