@@ -23,10 +23,11 @@
 //   without invoking them; the gate keeps its count and stays usable.
 // The gate's promises hold for async admissions: each is one try_admit, so never past the cap;
 // note_done, set_cap and adjust wake async waiters as they wake threads, and both may wait on one
-// gate; async waiters of one gate are admitted in FIFO order among themselves, but a try_admit
-// or a thread may take a room first (no FIFO against them: docs/asio.md, Fairness). A gate with
-// no async waiter pays nothing: try_admit and note_done are unchanged. The gate must outlive its
-// pending waits. Boost.Asio: <sluice/boost_asio.hpp>, the same call. The design: docs/asio.md.
+// gate. Fairness: async waiters of one gate are admitted in FIFO order, and while any is queued,
+// try_admit refuses and waiting threads wait on, so no stream of try_admit callers starves a
+// waiting coroutine; a thread waits behind every queued coroutine (docs/asio.md, Fairness). A
+// gate with no async waiter pays nothing: try_admit and note_done are the same instructions. The
+// gate must outlive its pending waits. Boost.Asio: <sluice/boost_asio.hpp>, the same call. The design: docs/asio.md.
 #pragma once
 
 #include <asio.hpp>

@@ -9,10 +9,11 @@
 //   note_submitted()    in_flight + 1, even past the cap; never refuses           lock-free
 //   note_done()         in_flight - 1, never below zero                           lock-free*
 //   try_admit()         if in_flight < cap: in_flight + 1 and true, in one step   lock-free
+//                       (refuses while an async waiter is queued: docs/asio.md)
 //   admit()             waits until in_flight < cap, then as try_admit            blocking
 //   try_admit_for(d)    admit(), giving up after d: false, and nothing counted    blocking
 //   try_admit_until(t)  admit(), giving up at t (any clock): false, nothing counted  blocking
-//   has_capacity()      in_flight < cap, both from one atomic load                wait-free
+//   has_capacity()      whether try_admit would admit now, from one atomic load  wait-free
 //   in_flight(), cap()  the count, the cap                                        wait-free
 //   set_cap(c)          cap = clamp(c, 1, gate_limit); in_flight untouched        lock-free*
 //   adjust(p, max)      ok: min(cap + 1, max); soft, hard: cap - 1; never below 1  lock-free*
