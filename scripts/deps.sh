@@ -31,6 +31,7 @@ done
 
 missing=()
 for p in "${packages[@]}"; do
+  [[ " ${missing[*]} " == *" $p "* ]] && continue  # two words may name one package
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
