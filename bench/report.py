@@ -1,7 +1,7 @@
 """Turns Google Benchmark JSON from sluice's suite into ratio tables (Markdown), and a plot.
 
 Benchmark names are FAMILY/VARIANT/real_time/threads:N; the JSON of several executables
-(pool_bench, the alloc_bench_* allocators, gate_bench) merges into one table per family.
+(pool_bench, the alloc_bench_* allocators, gate_bench, asio_bench) merges into one table per family.
 
 A cell is wall-clock nanoseconds per operation pair: the run's wall-clock time divided by the
 pairs that all its threads completed together, i.e. the reciprocal of the throughput. The
@@ -29,7 +29,7 @@ import re
 from collections import defaultdict
 
 ANCHORS = {"gate.note_pair": "bare_atomic", "gate.admit_pair": "counting_semaphore"}
-ANCHOR_BY_PREFIX = {"pool.": "malloc", "pool_resource.": "pmr_sync"}
+ANCHOR_BY_PREFIX = {"pool.": "malloc", "pool_resource.": "pmr_sync", "asio.": "channel"}
 ITERATIONS_PER_PAIR = {"pool.flow.": 2}  # producer and consumer each count one iteration
 NAME = re.compile(r"^(?P<family>[^/]+)/(?P<variant>[^/]+)/.*threads:(?P<threads>\d+)")
 SCALE = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -64,7 +64,8 @@ def load(paths):
             family = m["family"]
             ns = b["real_time"] * SCALE[b.get("time_unit", "ns")]
             key = (m["variant"], int(m["threads"]))
-            runs[family][key] = ns * by_prefix(ITERATIONS_PER_PAIR, family, 1)
+            # asio_bench's iteration is a batch of pairs, which it counts in the JSON.
+            runs[family][key] = ns * by_prefix(ITERATIONS_PER_PAIR, family, 1) / b.get("pairs_per_iteration", 1)
             for counter, _, _ in COUNTERS:
                 if counter in b:
                     counters[counter][family][key] = b[counter]

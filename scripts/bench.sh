@@ -31,7 +31,7 @@ mkdir -p "$out"
 # executable, and the package that provides what it measures
 runs=("pool_bench libboost-dev" "alloc_bench_mimalloc libmimalloc-dev"
       "alloc_bench_jemalloc libjemalloc-dev" "alloc_bench_tbb libtbb-dev" "gate_bench -"
-      "resource_bench -")
+      "resource_bench -" "asio_bench libasio-dev")
 status=0
 results=()
 start=$SECONDS

@@ -18,14 +18,20 @@ for word in "$@"; do
     fuzz) packages+=(clang libclang-rt-14-dev) ;;  # libFuzzer comes with Clang's runtime
     packaging) packages+=(git cmake python3-mesonpy python3-pip) ;;  # dist clones; install finds sluice through CMake; wheel builds the Python module's
     python) packages+=(python3-dev pybind11-dev python3-pytest python3-pytest-timeout) ;;  # the module and its tests
-    concurrency) packages+=(libasio-dev) ;;  # standalone Asio, header-only, for asio_test (<sluice/asio.hpp>)
-    bench) packages+=(libbenchmark-dev libboost-dev libmimalloc-dev libjemalloc-dev libtbb-dev
-                      python3-matplotlib) ;;
+    # Standalone Asio and Boost 1.81 (Boost.Asio with cancellation slots), header-only, for
+    # asio_test and boost_asio_test; bench takes the same Boost, so that the two words agree.
+    # libboost1.81-dev conflicts with Debian's default libboost-dev (1.74): apt removes 1.74 and
+    # what depends on it (python3-scipy, through python3-pythran).
+    concurrency) packages+=(libasio-dev libboost1.81-dev) ;;
+    # python3-munkres: matplotlib's fonttools takes it in place of scipy, which needs Boost 1.74.
+    bench) packages+=(libbenchmark-dev libboost1.81-dev libasio-dev libmimalloc-dev libjemalloc-dev libtbb-dev
+                      python3-munkres python3-matplotlib) ;;
   esac
 done
 
 missing=()
 for p in "${packages[@]}"; do
+  [[ " ${missing[*]} " == *" $p "* ]] && continue  # two words may name one package
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0

@@ -1,9 +1,9 @@
-// async_admit on standalone Asio (<sluice/asio.hpp>, docs/asio.md): each completion token, the
-// executor and allocator rules, thousands of coroutines against the cap, cancellation racing a
-// wake-up, timeouts, threads and coroutines on one gate, FIFO, and an io_context destroyed with
-// waits pending. Waits that must end are bounded (run_for, wait_for) far beyond what they need,
-// so a lost wake-up fails a check instead of hanging the test.
-#include <algorithm>
+// async_admit on standalone Asio (<sluice/asio.hpp>, docs/asio.md), and with
+// SLUICE_TEST_BOOST_ASIO defined the same cases on Boost.Asio (<sluice/boost_asio.hpp>): each
+// completion token, the executor and allocator rules, thousands of coroutines against the cap,
+// cancellation racing a wake-up, timeouts, threads and coroutines on one gate, FIFO, and an
+// io_context destroyed with waits pending. Waits that must end are bounded (run_for, wait_for)
+// far beyond what they need, so a lost wake-up fails a check instead of hanging the test.
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -13,21 +13,51 @@
 #include <thread>
 #include <vector>
 
+#include "../lib/parking.hpp"  // the fairness case holds a gate's parking spot
+#include "doctest.hpp"
+#include "kinds.hpp"
+
+// One body for both Asios: `net` is the Asio under test, `error_code` its error code. The
+// coroutine cases need its awaitable, which it offers where the compiler and its library agree
+// on coroutines (meson.build tells it so for Clang 14 over libstdc++).
+#ifdef SLUICE_TEST_BOOST_ASIO
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "sluice/boost_asio.hpp"
+namespace net = boost::asio;
+using error_code = boost::system::error_code;
+using boost::asio::as_tuple;  // Boost 1.80 moved these two out of experimental
+using boost::asio::deferred;
+#ifdef BOOST_ASIO_HAS_CO_AWAIT
+#define SLUICE_TEST_CO_AWAIT
+#endif
+#else
 #include <asio/bind_allocator.hpp>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/deferred.hpp>
 #include <asio/use_future.hpp>
 
-#include "doctest.hpp"
-#include "kinds.hpp"
 #include "sluice/asio.hpp"
-#include "../lib/parking.hpp"  // the fairness case holds a gate's parking spot
-
-// The coroutine cases need Asio's awaitable, which Asio 1.22 offers where the compiler and its
-// library agree on coroutines (not Clang 14 over libstdc++: the callback cases still run there).
+namespace net = asio;
+using error_code = std::error_code;
+using asio::experimental::as_tuple;
+using asio::experimental::deferred;
 #ifdef ASIO_HAS_CO_AWAIT
+#define SLUICE_TEST_CO_AWAIT
+#endif
+#endif
+
+#ifdef SLUICE_TEST_CO_AWAIT
+#ifdef SLUICE_TEST_BOOST_ASIO
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#else
 #include <asio/experimental/awaitable_operators.hpp>
+#endif
 constexpr int coroutine_handlers = 20;
 #else
 constexpr int coroutine_handlers = 0;
@@ -41,7 +71,7 @@ namespace {
 constexpr auto long_enough = 60s;
 
 // Runs io on `n` threads until its work runs out (or long_enough), then joins them.
-[[maybe_unused]] void run_on(asio::io_context& io, int n) {
+[[maybe_unused]] void run_on(net::io_context& io, int n) {
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) threads.emplace_back([&] { io.run_for(long_enough); });
   for (auto& t : threads) t.join();
@@ -77,11 +107,11 @@ struct counting_allocator {
 }  // namespace
 
 TEST_CASE_TEMPLATE("a callback runs on its executor, posted, never inside async_admit", G, GATES) {
-  asio::io_context io;
+  net::io_context io;
   G g{1};
   bool ran = false;
-  std::error_code got;
-  sluice::async_admit(g, asio::bind_executor(io, [&](std::error_code ec, permit<G> p) {
+  error_code got;
+  sluice::async_admit(g, net::bind_executor(io, [&](error_code ec, permit<G> p) {
                         got = ec;
                         ran = static_cast<bool>(p);
                         CHECK(g.in_flight() == 1);
@@ -95,39 +125,39 @@ TEST_CASE_TEMPLATE("a callback runs on its executor, posted, never inside async_
 }
 
 TEST_CASE_TEMPLATE("each completion token", G, GATES) {
-  asio::io_context io;
+  net::io_context io;
   G g{1};
-#ifdef ASIO_HAS_CO_AWAIT
+#ifdef SLUICE_TEST_CO_AWAIT
   SUBCASE("use_awaitable") {
     bool admitted = false;
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-      auto p = co_await sluice::async_admit(g, asio::use_awaitable);
+    net::co_spawn(io, [&]() -> net::awaitable<void> {
+      auto p = co_await sluice::async_admit(g, net::use_awaitable);
       admitted = static_cast<bool>(p) && g.in_flight() == 1;
-    }, asio::detached);
+    }, net::detached);
     io.run_for(long_enough);
     CHECK(admitted);
   }
   SUBCASE("as_tuple(use_awaitable)") {
     bool admitted = false;
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-      auto [ec, p] = co_await sluice::async_admit(g, asio::experimental::as_tuple(asio::use_awaitable));
+    net::co_spawn(io, [&]() -> net::awaitable<void> {
+      auto [ec, p] = co_await sluice::async_admit(g, as_tuple(net::use_awaitable));
       admitted = !ec && static_cast<bool>(p);
-    }, asio::detached);
+    }, net::detached);
     io.run_for(long_enough);
     CHECK(admitted);
   }
 #endif
   SUBCASE("deferred: nothing happens until the deferred operation is started") {
-    auto op = sluice::async_admit(g, asio::experimental::deferred);
+    auto op = sluice::async_admit(g, deferred);
     CHECK(g.in_flight() == 0);
     bool admitted = false;
-    std::move(op)(asio::bind_executor(io, [&](std::error_code ec, permit<G> p) { admitted = !ec && p; }));
+    std::move(op)(net::bind_executor(io, [&](error_code ec, permit<G> p) { admitted = !ec && p; }));
     io.run_for(long_enough);
     CHECK(admitted);
   }
   SUBCASE("use_future, on the system executor") {
     REQUIRE(g.try_admit());
-    std::future<permit<G>> f = sluice::async_admit(g, asio::use_future);
+    std::future<permit<G>> f = sluice::async_admit(g, net::use_future);
     CHECK(f.wait_for(20ms) == std::future_status::timeout);  // no room yet
     g.note_done();
     REQUIRE(f.wait_for(long_enough) == std::future_status::ready);
@@ -139,8 +169,8 @@ TEST_CASE_TEMPLATE("each completion token", G, GATES) {
     std::atomic<int> allocations{0};
     REQUIRE(g.try_admit());
     bool admitted = false;
-    sluice::async_admit(g, asio::bind_allocator(counting_allocator<void>(&allocations),
-                                                asio::bind_executor(io, [&](std::error_code, permit<G> p) {
+    sluice::async_admit(g, net::bind_allocator(counting_allocator<void>(&allocations),
+                                                net::bind_executor(io, [&](error_code, permit<G> p) {
                                                   admitted = static_cast<bool>(p);
                                                 })));
     CHECK(allocations.load() >= 1);  // the waiting node
@@ -151,23 +181,23 @@ TEST_CASE_TEMPLATE("each completion token", G, GATES) {
   CHECK(g.in_flight() == 0);
 }
 
-#ifdef ASIO_HAS_CO_AWAIT
+#ifdef SLUICE_TEST_CO_AWAIT
 TEST_CASE_TEMPLATE("thousands of coroutines on one gate never pass its cap", G, GATES) {
   const int coroutines = sluice_test::reduced ? 1000 : 4000;
   for (int cap = 1; cap <= 8; ++cap) {
     CAPTURE(cap);
-    asio::io_context io;
+    net::io_context io;
     G g{cap};
     std::atomic<int> holders{0}, admitted{0}, over{0};
     for (int i = 0; i < coroutines; ++i) {
-      asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-        auto p = co_await sluice::async_admit(g, asio::use_awaitable);
+      net::co_spawn(io, [&]() -> net::awaitable<void> {
+        auto p = co_await sluice::async_admit(g, net::use_awaitable);
         const int now = holders.fetch_add(1) + 1;
         if (now > cap || g.in_flight() > g.cap() || !p) over.fetch_add(1);  // checked at every admission
-        co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);  // hold it a while
+        co_await net::post(co_await net::this_coro::executor, net::use_awaitable);  // hold it a while
         holders.fetch_sub(1);
         admitted.fetch_add(1);
-      }, asio::detached);
+      }, net::detached);
     }
     run_on(io, 4);
     CHECK(over.load() == 0);
@@ -178,13 +208,13 @@ TEST_CASE_TEMPLATE("thousands of coroutines on one gate never pass its cap", G, 
 
 #endif
 TEST_CASE_TEMPLATE("FIFO among the async waiters of one gate", G, GATES) {
-  asio::io_context io;
+  net::io_context io;
   G g{1};
   REQUIRE(g.try_admit());
   std::vector<int> order;
   std::vector<permit<G>> held;
   for (int i = 0; i < 50; ++i) {
-    sluice::async_admit(g, asio::bind_executor(io, [&, i](std::error_code, permit<G> p) {
+    sluice::async_admit(g, net::bind_executor(io, [&, i](error_code, permit<G> p) {
                           order.push_back(i);
                           held.push_back(std::move(p));
                         }));
@@ -200,12 +230,12 @@ TEST_CASE_TEMPLATE("FIFO among the async waiters of one gate", G, GATES) {
 }
 
 TEST_CASE_TEMPLATE("set_cap and adjust raising the cap wake async waiters", G, GATES) {
-  asio::io_context io;
+  net::io_context io;
   G g{1};
   REQUIRE(g.try_admit());
   std::vector<permit<G>> held;
   for (int i = 0; i < 4; ++i) {
-    sluice::async_admit(g, asio::bind_executor(io, [&](std::error_code, permit<G> p) { held.push_back(std::move(p)); }));
+    sluice::async_admit(g, net::bind_executor(io, [&](error_code, permit<G> p) { held.push_back(std::move(p)); }));
   }
   g.set_cap(3);
   io.run_for(20ms);
@@ -223,26 +253,26 @@ TEST_CASE_TEMPLATE("set_cap and adjust raising the cap wake async waiters", G, G
 }
 
 TEST_CASE_TEMPLATE("a cancelled wait completes with operation_aborted and counts nothing", G, GATES) {
-  asio::io_context io;
+  net::io_context io;
   G g{1};
   REQUIRE(g.try_admit());
-  asio::cancellation_signal signal;
-  std::error_code got;
+  net::cancellation_signal signal;
+  error_code got;
   bool empty = false, ran = false;
-  sluice::async_admit(g, asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(io, [&](std::error_code ec, permit<G> p) {
+  sluice::async_admit(g, net::bind_cancellation_slot(signal.slot(), net::bind_executor(io, [&](error_code ec, permit<G> p) {
                                                           ran = true;
                                                           got = ec;
                                                           empty = !p;
                                                         })));
-  signal.emit(asio::cancellation_type::terminal);
+  signal.emit(net::cancellation_type::terminal);
   CHECK_FALSE(ran);
   io.run_for(long_enough);
   CHECK(ran);
-  CHECK(got == asio::error::operation_aborted);
+  CHECK(got == net::error::operation_aborted);
   CHECK(empty);
   g.note_done();
   CHECK(g.in_flight() == 0);  // the cancelled waiter took nothing
-  signal.emit(asio::cancellation_type::terminal);  // a late emit is harmless
+  signal.emit(net::cancellation_type::terminal);  // a late emit is harmless
   CHECK(g.try_admit());
   g.note_done();
 }
@@ -251,15 +281,15 @@ TEST_CASE_TEMPLATE("cancellation racing note_done never consumes an admission", 
   const int rounds = sluice_test::reduced ? 500 : 3000;
   int aborted = 0, admitted = 0;
   for (int round = 0; round < rounds; ++round) {
-    asio::io_context io;
+    net::io_context io;
     G g{1};
     REQUIRE(g.try_admit());
-    asio::cancellation_signal signal;
+    net::cancellation_signal signal;
     std::atomic<int> outcome{0};  // 1 admitted, 2 aborted
-    sluice::async_admit(g, asio::bind_cancellation_slot(
-                               signal.slot(), asio::bind_executor(io, [&](std::error_code ec, permit<G> p) {
+    sluice::async_admit(g, net::bind_cancellation_slot(
+                               signal.slot(), net::bind_executor(io, [&](error_code ec, permit<G> p) {
                                  if (ec) {
-                                   CHECK(ec == asio::error::operation_aborted);
+                                   CHECK(ec == net::error::operation_aborted);
                                    CHECK_FALSE(p);
                                    outcome = 2;
                                  } else {
@@ -279,11 +309,11 @@ TEST_CASE_TEMPLATE("cancellation racing note_done never consumes an admission", 
       for (int i = 0; i < round % 32; ++i) asm volatile("");
       if (!late_emit) g.note_done();
     });
-    asio::post(io, [&] {
+    net::post(io, [&] {
       go = true;
       if (late_emit) g.note_done();
       for (int i = 0; i < round % 64 * 64; ++i) asm volatile("");  // up to a few microseconds
-      signal.emit(asio::cancellation_type::terminal);
+      signal.emit(net::cancellation_type::terminal);
     });
     io.run_for(long_enough);
     releaser.join();
@@ -295,47 +325,47 @@ TEST_CASE_TEMPLATE("cancellation racing note_done never consumes an admission", 
   MESSAGE("admitted ", admitted, ", aborted ", aborted);
 }
 
-#ifdef ASIO_HAS_CO_AWAIT
+#ifdef SLUICE_TEST_CO_AWAIT
 namespace readme {
 // The README's example, as it is there.
-asio::awaitable<void> serve(sluice::gate& g, asio::steady_timer& timer) {
-  using namespace asio::experimental::awaitable_operators;
-  sluice::permit p = co_await sluice::async_admit(g, asio::use_awaitable);  // waits for room
+net::awaitable<void> serve(sluice::gate& g, net::steady_timer& timer) {
+  using namespace net::experimental::awaitable_operators;
+  sluice::permit p = co_await sluice::async_admit(g, net::use_awaitable);  // waits for room
   // ...work, holding p (the end of its scope gives the admission back)...
   timer.expires_after(std::chrono::milliseconds(50));
-  auto r = co_await (sluice::async_admit(g, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
+  auto r = co_await (sluice::async_admit(g, net::use_awaitable) || timer.async_wait(net::use_awaitable));
   if (r.index() == 0) { /* admitted: std::get<0>(r) is its permit */ } else { /* timed out, nothing counted */ }
 }
 }  // namespace readme
 
 TEST_CASE("the README's example") {
-  asio::io_context io;
+  net::io_context io;
   sluice::gate g{1};
-  asio::steady_timer timer(io);
+  net::steady_timer timer(io);
   bool done = false;
-  asio::co_spawn(io, readme::serve(g, timer), [&](std::exception_ptr e) { done = !e; });
+  net::co_spawn(io, readme::serve(g, timer), [&](std::exception_ptr e) { done = !e; });
   io.run_for(long_enough);
   CHECK(done);
   CHECK(g.in_flight() == 0);
 }
 
 TEST_CASE_TEMPLATE("timeouts through || with a steady_timer", G, GATES) {
-  using namespace asio::experimental::awaitable_operators;
-  asio::io_context io;
+  using namespace net::experimental::awaitable_operators;
+  net::io_context io;
   G g{2};
   SUBCASE("the timer wins: nothing counted, and the gate serves the next waiter") {
     REQUIRE(g.try_admit());
     REQUIRE(g.try_admit());
     bool timed_out = false, later = false;
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-      asio::steady_timer timer(co_await asio::this_coro::executor, 10ms);
-      auto r = co_await (sluice::async_admit(g, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
+    net::co_spawn(io, [&]() -> net::awaitable<void> {
+      net::steady_timer timer(co_await net::this_coro::executor, 10ms);
+      auto r = co_await (sluice::async_admit(g, net::use_awaitable) || timer.async_wait(net::use_awaitable));
       timed_out = r.index() == 1;
       CHECK(g.in_flight() == 2);
       g.note_done();
-      auto p = co_await sluice::async_admit(g, asio::use_awaitable);
+      auto p = co_await sluice::async_admit(g, net::use_awaitable);
       later = static_cast<bool>(p);
-    }, asio::detached);
+    }, net::detached);
     io.run_for(long_enough);
     CHECK(timed_out);
     CHECK(later);
@@ -348,18 +378,18 @@ TEST_CASE_TEMPLATE("timeouts through || with a steady_timer", G, GATES) {
     // must not race that branch's own completion (Asio's rule for cancellation slots, whatever
     // the operation) on a context that two threads run.
     for (int i = 0; i < coroutines; ++i) {
-      asio::co_spawn(asio::make_strand(io), [&, i]() -> asio::awaitable<void> {
-        asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::microseconds(50 + i % 200));
-        auto r = co_await (sluice::async_admit(g, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
+      net::co_spawn(net::make_strand(io), [&, i]() -> net::awaitable<void> {
+        net::steady_timer timer(co_await net::this_coro::executor, std::chrono::microseconds(50 + i % 200));
+        auto r = co_await (sluice::async_admit(g, net::use_awaitable) || timer.async_wait(net::use_awaitable));
         if (r.index() == 0) {
           if (holders.fetch_add(1) + 1 > 2) over.fetch_add(1);
-          co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+          co_await net::post(co_await net::this_coro::executor, net::use_awaitable);
           holders.fetch_sub(1);
           in.fetch_add(1);
         } else {
           out.fetch_add(1);
         }
-      }, asio::detached);
+      }, net::detached);
     }
     run_on(io, 2);
     CHECK(in.load() + out.load() == coroutines);
@@ -371,7 +401,7 @@ TEST_CASE_TEMPLATE("timeouts through || with a steady_timer", G, GATES) {
 
 TEST_CASE_TEMPLATE("threads and coroutines wait on one gate together", G, GATES) {
   const int each = sluice_test::reduced ? 300 : 2000;
-  asio::io_context io;
+  net::io_context io;
   G g{2};
   std::atomic<int> holders{0}, over{0}, done{0};
   auto hold = [&] {
@@ -380,10 +410,10 @@ TEST_CASE_TEMPLATE("threads and coroutines wait on one gate together", G, GATES)
     done.fetch_add(1);
   };
   for (int i = 0; i < each; ++i) {
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-      auto p = co_await sluice::async_admit(g, asio::use_awaitable);
+    net::co_spawn(io, [&]() -> net::awaitable<void> {
+      auto p = co_await sluice::async_admit(g, net::use_awaitable);
       hold();
-    }, asio::detached);
+    }, net::detached);
   }
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
@@ -402,7 +432,7 @@ TEST_CASE_TEMPLATE("threads and coroutines wait on one gate together", G, GATES)
 }
 
 TEST_CASE_TEMPLATE("a stream of try_admit callers does not starve a waiting coroutine", G, GATES) {
-  asio::io_context io;
+  net::io_context io;
   G g{2};
   std::atomic<bool> stop{false};
   std::vector<std::thread> stream;
@@ -415,10 +445,10 @@ TEST_CASE_TEMPLATE("a stream of try_admit callers does not starve a waiting coro
   }
   std::atomic<int> admitted{0};
   for (int i = 0; i < 100; ++i) {
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-      auto p = co_await sluice::async_admit(g, asio::use_awaitable);
+    net::co_spawn(io, [&]() -> net::awaitable<void> {
+      auto p = co_await sluice::async_admit(g, net::use_awaitable);
       admitted.fetch_add(1);
-    }, asio::detached);
+    }, net::detached);
   }
   std::thread runner([&] { io.run_for(long_enough); });
   runner.join();
@@ -434,11 +464,11 @@ TEST_CASE_TEMPLATE("a stream of try_admit callers does not starve a waiting coro
 // that hands the room to the waiter. The test holds that moment open: it holds the gate's parking
 // spot, so a note_done on another thread makes its room and then stops at the spot's mutex.
 TEST_CASE_TEMPLATE("no try_admit overtakes a queued async waiter", G, GATES) {
-  asio::io_context io;
+  net::io_context io;
   G g{1};
   REQUIRE(g.try_admit());
   bool admitted = false;
-  sluice::async_admit(g, asio::bind_executor(io, [&](std::error_code ec, permit<G> p) { admitted = !ec && p; }));
+  sluice::async_admit(g, net::bind_executor(io, [&](error_code ec, permit<G> p) { admitted = !ec && p; }));
   sluice::detail::parking_spot& spot = sluice::detail::parking_for(&g);
   std::thread finisher;
   {
@@ -459,19 +489,19 @@ TEST_CASE_TEMPLATE("no try_admit overtakes a queued async waiter", G, GATES) {
 
 // A cancelled waiter leaves the queue, and the room goes to the thread that waited behind it.
 TEST_CASE_TEMPLATE("a thread waiting behind a cancelled async waiter is admitted", G, GATES) {
-  asio::io_context io;
+  net::io_context io;
   G g{1};
   REQUIRE(g.try_admit());
-  asio::cancellation_signal cancel;
+  net::cancellation_signal cancel;
   bool aborted = false;
-  sluice::async_admit(g, asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io,
-      [&](std::error_code ec, permit<G> p) { aborted = ec == asio::error::operation_aborted && !p; })));
+  sluice::async_admit(g, net::bind_cancellation_slot(cancel.slot(), net::bind_executor(io,
+      [&](error_code ec, permit<G> p) { aborted = ec == net::error::operation_aborted && !p; })));
   std::atomic<bool> thread_admitted{false};
   std::thread waiter([&] {
     permit<G> p{g, long_enough};
     thread_admitted = static_cast<bool>(p);
   });
-  cancel.emit(asio::cancellation_type::terminal);
+  cancel.emit(net::cancellation_type::terminal);
   g.note_done();
   waiter.join();
   io.run_for(long_enough);
@@ -485,19 +515,19 @@ TEST_CASE_TEMPLATE("an io_context destroyed with waits pending destroys their ha
   REQUIRE(g.try_admit());
   std::atomic<int> destroyed{0}, invoked{0};
   {
-    asio::io_context io;
+    net::io_context io;
     for (int i = 0; i < 20; ++i) {
-      sluice::async_admit(g, asio::bind_executor(io, [&, c = destruction_counter(&destroyed)](std::error_code, permit<G>) {
+      sluice::async_admit(g, net::bind_executor(io, [&, c = destruction_counter(&destroyed)](error_code, permit<G>) {
                             invoked.fetch_add(1);
                           }));
     }
-#ifdef ASIO_HAS_CO_AWAIT
+#ifdef SLUICE_TEST_CO_AWAIT
     for (int i = 0; i < 20; ++i) {
-      asio::co_spawn(io, [&, c = std::make_shared<destruction_counter>(&destroyed)]() -> asio::awaitable<void> {
+      net::co_spawn(io, [&, c = std::make_shared<destruction_counter>(&destroyed)]() -> net::awaitable<void> {
         auto keep = c;  // in the frame: destroyed with it
-        auto p = co_await sluice::async_admit(g, asio::use_awaitable);
+        auto p = co_await sluice::async_admit(g, net::use_awaitable);
         invoked.fetch_add(1);
-      }, asio::detached);
+      }, net::detached);
     }
 #endif
     io.run_for(10ms);  // the coroutines reach their waits
@@ -507,9 +537,9 @@ TEST_CASE_TEMPLATE("an io_context destroyed with waits pending destroys their ha
   CHECK(g.in_flight() == 1);      // the count is the one admission held here
   g.note_done();                  // wakes no one: the waits are gone
   CHECK(g.in_flight() == 0);
-  asio::io_context io;  // the gate serves a new context as before
+  net::io_context io;  // the gate serves a new context as before
   bool admitted = false;
-  sluice::async_admit(g, asio::bind_executor(io, [&](std::error_code ec, permit<G> p) { admitted = !ec && p; }));
+  sluice::async_admit(g, net::bind_executor(io, [&](error_code ec, permit<G> p) { admitted = !ec && p; }));
   io.run_for(long_enough);
   CHECK(admitted);
   CHECK(g.in_flight() == 0);
@@ -519,8 +549,8 @@ TEST_CASE_TEMPLATE("a context destroyed with an admitted wait still posted gives
   G g{1};
   bool invoked = false;
   {
-    asio::io_context io;
-    sluice::async_admit(g, asio::bind_executor(io, [&](std::error_code, permit<G>) { invoked = true; }));
+    net::io_context io;
+    sluice::async_admit(g, net::bind_executor(io, [&](error_code, permit<G>) { invoked = true; }));
     CHECK(g.in_flight() == 1);  // admitted at once, its handler posted but never run
   }
   CHECK_FALSE(invoked);
