@@ -226,6 +226,15 @@ struct initiate_admit {
   void operator()(Handler&& handler, Gate* g) const {
     using handler_type = std::decay_t<Handler>;
     using op_type = admit_op<Gate, handler_type>;
+    // Room at once: no node, no queue, only the post. try_admit refuses while a waiter of the
+    // gate is queued, so this cannot overtake one (FIFO). Not cancellable: it has completed.
+    if (g->try_admit()) {
+      admit_completion<handler_type, Gate> done{std::forward<Handler>(handler), error_code(),
+                                                permit<Gate>(*g, std::adopt_lock)};
+      const auto executor = net::get_associated_executor(done.handler);
+      net::post(executor, std::move(done));  // never inside async_admit; a throw gives it back
+      return;
+    }
     auto slot = net::get_associated_cancellation_slot(handler);
     admit_service& service =
         net::use_service<admit_service>(context_of(net::get_associated_executor(handler)));
