@@ -64,8 +64,11 @@ void unlink_waiter(detail::parking_spot& spot, detail::async_waiter& w) noexcept
   if (w.handle != nullptr) *w.handle = nullptr;
 }
 
-// Whether a waiter of g other than the ones already unlinked is queued on the spot.
-bool queued_for(const detail::parking_spot& spot, const void* g) noexcept {
+// Whether a waiter of g is still queued on the spot, once w has been unlinked: first w's old
+// neighbours (a gate's waiters mostly queue together), then the spot's whole queue.
+bool queued_for(const detail::parking_spot& spot, const void* g, const detail::async_waiter* prev,
+                const detail::async_waiter* next) noexcept {
+  if ((prev != nullptr && prev->gate == g) || (next != nullptr && next->gate == g)) return true;
   for (const detail::async_waiter* w = spot.async_head; w != nullptr; w = w->next) {
     if (w->gate == g) return true;
   }
@@ -75,15 +78,18 @@ bool queued_for(const detail::parking_spot& spot, const void* g) noexcept {
 // The grant loop: takes the gate's waiters from the head, oldest first, while take() admits one;
 // stops at the first that it cannot admit (take() then left the gate marked, so that the call
 // that makes room comes back here). Returns the taken waiters chained through next, to be
-// finished once the spot is unlocked, and whether a waiter of the gate is left queued.
+// finished once the spot is unlocked; found: whether it met a waiter of the gate (if not, it
+// touched nothing of the gate, which may be gone); left: whether one is still queued.
 template <class Take>
-detail::async_waiter* grant(detail::parking_spot& spot, const void* g, Take take, bool& left) noexcept {
+detail::async_waiter* grant(detail::parking_spot& spot, const void* g, Take take, bool& found,
+                            bool& left) noexcept {
   detail::async_waiter* taken = nullptr;
   detail::async_waiter** tail = &taken;
-  left = false;
+  found = left = false;
   for (detail::async_waiter* w = spot.async_head; w != nullptr;) {
     detail::async_waiter* const next = w->next;
     if (w->gate == g) {
+      found = true;
       if (!take()) {
         left = true;
         break;
@@ -157,9 +163,9 @@ struct gate::async_access {
   // (the spot's threads, which the mark turned away, must then be woken).
   static detail::async_waiter* grant(detail::parking_spot& spot, const gate* g, bool& cleared) noexcept {
     gate& mutable_g = *const_cast<gate*>(g);
-    bool left = false;
-    detail::async_waiter* taken = sluice::grant(spot, g, [&] { return take(mutable_g); }, left);
-    cleared = !left;
+    bool found = false, left = false;
+    detail::async_waiter* taken = sluice::grant(spot, g, [&] { return take(mutable_g); }, found, left);
+    cleared = found && !left;  // no waiter of g met: g may be gone, touch nothing of it
     if (cleared) clear_queue_mark(mutable_g);
     return taken;
   }
@@ -304,8 +310,8 @@ struct mutex_gate::async_access {
   }
   // Under the spot's mutex.
   static detail::async_waiter* grant(detail::parking_spot& spot, mutex_gate& g) noexcept {
-    bool left = false;
-    return sluice::grant(spot, &g, [&g] { return take(g); }, left);
+    bool found = false, left = false;
+    return sluice::grant(spot, &g, [&g] { return take(g); }, found, left);
   }
   static void left_unadmitted(const void* g, bool /*last*/) noexcept {
     mutex_gate& m = *static_cast<mutex_gate*>(const_cast<void*>(g));
@@ -438,8 +444,10 @@ namespace {
 // it), so it may be told; the spot's threads are woken when the last waiter of the gate left, as
 // the queue may have been all that turned them away.
 void leave_unadmitted(parking_spot& spot, async_waiter& w) noexcept {
+  const async_waiter* const prev = w.prev;
+  const async_waiter* const next = w.next;
   unlink_waiter(spot, w);
-  const bool last = !queued_for(spot, w.gate);
+  const bool last = !queued_for(spot, w.gate, prev, next);
   w.left_unadmitted(w.gate, last);
   if (last) spot.wake.notify_all();
 }

@@ -487,6 +487,41 @@ TEST_CASE_TEMPLATE("no try_admit overtakes a queued async waiter", G, GATES) {
   g.note_done();
 }
 
+// gate.md: the thread that a note_done admits may destroy the gate at once. So a note_done whose
+// wake-up finds only another gate's async waiters on the shared parking spot must touch nothing
+// of its own gate. The spot is held so that the note_done stops between its room and its wake-up
+// while the gate is destroyed and its memory reused.
+TEST_CASE("a wake-up that finds only another gate's waiters leaves its destroyed gate alone") {
+  net::io_context io;
+  alignas(sluice::gate) unsigned char storage[sizeof(sluice::gate)];
+  auto* g = new (storage) sluice::gate(1);
+  sluice::detail::parking_spot& spot = sluice::detail::parking_for(g);
+  std::vector<std::unique_ptr<sluice::gate>> others;  // until one shares g's spot (64 spots)
+  do {
+    others.push_back(std::make_unique<sluice::gate>(1));
+  } while (&sluice::detail::parking_for(others.back().get()) != &spot);
+  sluice::gate& h = *others.back();
+  REQUIRE(h.try_admit());
+  bool h_admitted = false;
+  sluice::async_admit(h, net::bind_executor(io, [&](error_code ec, permit<sluice::gate> p) { h_admitted = !ec && p; }));
+  REQUIRE(g->try_admit());
+  REQUIRE_FALSE(g->try_admit_for(1ms));  // a wait that gave up: g's waiting bit stays set
+  std::thread finisher;
+  std::uint64_t* reused = nullptr;
+  {
+    std::unique_lock hold(spot.mutex);
+    finisher = std::thread([&] { g->note_done(); });
+    while (!g->try_admit()) std::this_thread::yield();  // admitted by that note_done: its room is made
+    g->~gate();
+    reused = new (storage) std::uint64_t(~std::uint64_t{0});
+  }
+  finisher.join();
+  CHECK(*reused == ~std::uint64_t{0});
+  h.note_done();
+  io.run_for(long_enough);
+  CHECK(h_admitted);
+}
+
 // A cancelled waiter leaves the queue, and the room goes to the thread that waited behind it.
 TEST_CASE_TEMPLATE("a thread waiting behind a cancelled async waiter is admitted", G, GATES) {
   net::io_context io;

@@ -238,13 +238,18 @@ struct initiate_admit {
     auto slot = net::get_associated_cancellation_slot(handler);
     admit_service& service =
         net::use_service<admit_service>(context_of(net::get_associated_executor(handler)));
+    // The canceller first: its emplace may allocate and throw, and must not leave a node (with
+    // the handler and its outstanding work) behind; with no node linked its handle stays null,
+    // and an emit then does nothing.
+    async_waiter** handle = nullptr;
+    if (slot.is_connected()) handle = &slot.template emplace<admit_canceller>(admit_canceller{g}).waiter;
     handler_type h(std::forward<Handler>(handler));
     op_type* op = op_type::make(*g, std::move(h));
     op->finish = &op_type::complete;
     op->destroy = &op_type::destroy_op;
     op->gate = g;
     op->service = &service;
-    if (slot.is_connected()) op->handle = &slot.template emplace<admit_canceller>(admit_canceller{g}).waiter;
+    op->handle = handle;
     service.add(*op);
     async_wait(*g, *op);  // from here on the node belongs to the queue
   }
