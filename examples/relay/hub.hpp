@@ -100,24 +100,11 @@ enum class conn_error_kind {
 };
 
 inline const char* to_string(conn_error_kind k) noexcept {
-  switch (k) {
-    case conn_error_kind::bad_hello: return "bad hello";
-    case conn_error_kind::duplicate_rank: return "duplicate rank";
-    case conn_error_kind::truncated_header: return "truncated header";
-    case conn_error_kind::bad_magic: return "bad magic";
-    case conn_error_kind::bad_kind: return "bad kind";
-    case conn_error_kind::bad_source: return "bad source";
-    case conn_error_kind::bad_destination: return "bad destination";
-    case conn_error_kind::oversize: return "oversize";
-    case conn_error_kind::truncated_payload: return "truncated payload";
-    case conn_error_kind::reset: return "reset";
-    case conn_error_kind::read_error: return "read error";
-    case conn_error_kind::timeout: return "timeout";
-    case conn_error_kind::out_of_memory: return "out of memory";
-    case conn_error_kind::write_failed: return "write failed";
-    case conn_error_kind::internal: return "internal";
-  }
-  return "?";
+  static constexpr const char* names[] = {
+      "bad hello", "duplicate rank", "truncated header", "bad magic", "bad kind", "bad source",
+      "bad destination", "oversize", "truncated payload", "reset", "read error", "timeout",
+      "out of memory", "write failed", "internal"};
+  return names[static_cast<int>(k)];
 }
 
 struct conn_error {
