@@ -1,34 +1,29 @@
-// relay/hub.hpp: the hub, on Asio. A fixed set of threads runs one io_context; every connection
-// is a coroutine (its reader) that reads frames into pool buffers and queues each in its
-// destination's outbox; every rank connection also has a writer coroutine that writes its outbox
-// out, several frames in one gathered write, and retires each buffer the moment its bytes are
-// written. A connection's coroutines (reader, writer and the watcher of its deadlines) run on the
-// connection's strand, so they share its state without locks.
+// relay/hub.hpp: the hub, on Asio (README.md says why it is built this way). A fixed set of
+// threads runs one io_context. Every connection is a coroutine, its reader, that reads frames
+// into pool buffers and queues each in its destination's outbox; every rank connection also has
+// a writer coroutine that writes its outbox out, several frames in one gathered write, retiring
+// each buffer the moment its bytes are written. A connection's reader, writer and watcher (one
+// steady_timer for all its deadlines) run on the connection's strand and share its state
+// without locks.
 //
-// Admission is per destination and counted in bytes. Each destination has its own sluice::gate,
-// a window counted in units of 64 KiB whose cap grows to the destination's share of the budget
-// (budget / ranks). A reader reads a frame whole, then waits (sluice::async_admit, no thread
-// blocked) until the destination's window has room for the frame's first unit, counts its other
-// units with note_submitted() (which may pass the cap), then queues it. So a destination that
-// reads slowly, or not at all, stops only the readers with frames for it. A controller coroutine
-// moves every window's cap each tick by the pressure of the traffic's bytes (admitted or being
-// read) against the budget, and trims the pool whenever what it keeps would take the hub's
-// buffers to the budget.
+// Admission is per destination and counted in bytes: each destination has a sluice::gate, a
+// window in units of 64 KiB whose cap grows to its share of the budget (budget / ranks). A reader
+// reads a frame whole, waits with sluice::async_admit (no thread blocked) for the frame's first
+// unit, counts its other units with note_submitted(), then queues it. A controller coroutine
+// moves every window's cap each tick by the pressure of the bytes admitted or being read, and
+// trims the pool whenever what it keeps would take the hub's buffers to the budget.
 //
-// Deadlines: a connection must send its hello within io_timeout, a frame must arrive whole
-// within io_timeout of its first byte, and a guest may be quiet between frames for io_timeout
-// (a rank for as long as it likes); a rank whose socket takes no byte for io_timeout is cut off,
-// and frames for it are then dropped. One steady_timer per connection watches them all. A
-// connection that fails any check is closed (both directions) and reported once; the others are
-// served on. At most max_connections are read at once; more wait in the listen backlog.
+// Deadlines: a hello within io_timeout; a frame whole within io_timeout of its first byte; a
+// guest quiet between frames for at most io_timeout (a rank as long as it likes); a rank whose
+// socket takes no byte for io_timeout is cut off, and frames for it are then dropped. A
+// connection that fails a check is closed both ways and reported once; the others are served on.
+//
+// Shutdown needs no timing: once every rank has connected and its reader has ended, the hub
+// stops accepting and shuts down the other connections' read sides; once no reader is left it
+// closes the outboxes, and each writer writes out what its outbox holds and shuts down its
+// write side, which the rank reads as EOF. The io_context then runs out of work.
 //
 // Written once for both pool types: Pool is sluice::pool or sluice::mutex_pool.
-//
-// Shutdown needs no timing: the hub ends when every rank has connected and its reader has ended
-// (the rank sent EOF, or failed). It then stops accepting, ends the other readers (their read
-// sides are shut down), closes every outbox once no reader is left, and each writer writes out
-// what its outbox holds and shuts down its socket's write side, which the rank reads as EOF. The
-// io_context then runs out of work and its threads return.
 #pragma once
 
 #include <linux/sockios.h>
@@ -168,6 +163,7 @@ class hub {
         share_(static_cast<std::int64_t>(options.budget / options.ranks)),
         window_max_(std::max<std::int64_t>(1, share_ / static_cast<std::int64_t>(admission_unit))),
         write_check_(std::max<clock::duration>(options.io_timeout / 8, std::chrono::milliseconds(1))),
+        timeout_text_(std::to_string(options.io_timeout.count()) + " ms"),
         threads_wanted_(options.threads != 0 ? options.threads
                                              : std::max(1u, std::thread::hardware_concurrency())),
         pool_(pool_options),
@@ -206,31 +202,16 @@ class hub {
   }
 
   [[nodiscard]] hub_stats stats() const noexcept {
-    constexpr auto r = std::memory_order_relaxed;
-    hub_stats s;
-    s.connections = connections_.load(r);
-    s.open = open_.load(r);
-    s.frames_in = frames_in_.load(r);
-    s.frames = frames_.load(r);
-    s.bytes = bytes_.load(r);
-    s.guest_frames = guest_frames_.load(r);
-    s.held = held_.load(r);
-    s.peak_held = peak_held_.load(r);
-    s.peak_destination = peak_destination_.load(r);
-    s.largest_frame = largest_frame_.load(r);
-    s.share = share_;
-    s.reading = reading_.now.load(r);
-    s.peak_reading = reading_.peak.load(r);
-    s.peak_footprint = peak_footprint_.load(r);
-    s.window_max = window_max_;
-    s.min_window = min_window_.load(r);
-    s.admit_waits = admit_waits_.load(r);
-    s.trims = trims_.load(r);
-    s.dropped = dropped_.load(r);
-    s.ticks_ok = ticks_[0].load(r);
-    s.ticks_soft = ticks_[1].load(r);
-    s.ticks_hard = ticks_[2].load(r);
-    return s;
+    const auto get = [](const auto& a) { return a.load(std::memory_order_relaxed); };
+    return {.connections = get(connections_), .open = get(open_), .frames_in = get(frames_in_),
+            .frames = get(frames_), .bytes = get(bytes_), .guest_frames = get(guest_frames_),
+            .held = get(held_), .peak_held = get(peak_held_),
+            .peak_destination = get(peak_destination_), .largest_frame = get(largest_frame_),
+            .share = share_, .reading = get(reading_.now), .peak_reading = get(reading_.peak),
+            .peak_footprint = get(peak_footprint_), .trims = get(trims_), .dropped = get(dropped_),
+            .window_max = window_max_, .min_window = get(min_window_),
+            .admit_waits = get(admit_waits_), .ticks_ok = get(ticks_[0]),
+            .ticks_soft = get(ticks_[1]), .ticks_hard = get(ticks_[2])};
   }
 
   [[nodiscard]] std::vector<conn_error> errors() const {
@@ -501,9 +482,7 @@ class hub {
         if (!c->failed && !ending()) {
           fail(*c, c->read_timed_out ? conn_error_kind::timeout : conn_error_kind::bad_hello,
                "the peer sent " + std::to_string(got) + " of the hello's " +
-                   std::to_string(hello_bytes) + " bytes" +
-                   (c->read_timed_out ? " in " + std::to_string(options_.io_timeout.count()) + " ms"
-                                      : std::string()));
+                   std::to_string(hello_bytes) + " bytes" + (c->read_timed_out ? " in " + timeout_text_ : ""));
         }
       } else if (!decode_hello(raw.data(), claimed)) {
         fail(*c, conn_error_kind::bad_hello, "the hello is not a relay hello");
@@ -594,7 +573,7 @@ class hub {
           c->write_deadline = no_deadline;
           fail(*c, conn_error_kind::write_failed,
                "writing to rank " + std::to_string(c->id) + ": it took no byte in " +
-                   std::to_string(options_.io_timeout.count()) + " ms");
+                   timeout_text_);
         } else {
           next = std::min({next, c->write_deadline, now + write_check_});
         }
@@ -626,22 +605,18 @@ class hub {
         ec = rest_ec;
       }
       if (got < raw.size()) {
-        if (c.failed) co_return;  // reported
+        const std::string where =
+            std::to_string(got) + " of " + std::to_string(header_bytes) + " header bytes";
+        if (c.failed || (got == 0 && !c.read_timed_out && (ec == asio::error::eof || ending()))) {
+          co_return;  // reported, or the peer or the hub ended it
+        }
         if (c.read_timed_out) {
-          bad(conn_error_kind::timeout,
-              got == 0 ? "a guest quiet for " + std::to_string(options_.io_timeout.count()) + " ms"
-                       : "the header not whole in " + std::to_string(options_.io_timeout.count()) +
-                             " ms: " + std::to_string(got) + " of " + std::to_string(header_bytes) +
-                             " bytes");
-        } else if (ec == asio::error::eof) {
-          if (got != 0 && !ending()) {
-            bad(conn_error_kind::truncated_header,
-                "the peer closed after " + std::to_string(got) + " of " +
-                    std::to_string(header_bytes) + " header bytes");
-          }  // else the peer or the hub ended it
-        } else if (got != 0 || !ending()) {
-          bad(read_error_kind(ec), ec.message() + " after " + std::to_string(got) + " of " +
-                                       std::to_string(header_bytes) + " header bytes");
+          bad(conn_error_kind::timeout, got == 0 ? "a guest quiet for " + timeout_text_
+                                                 : "not whole in " + timeout_text_ + ": " + where);
+        } else if (ec != asio::error::eof) {
+          bad(read_error_kind(ec), ec.message() + " after " + where);
+        } else if (!ending()) {
+          bad(conn_error_kind::truncated_header, "the peer closed after " + where);
         }
         co_return;
       }
@@ -738,8 +713,7 @@ class hub {
       if (c.failed) {
         // Reported.
       } else if (c.read_timed_out) {
-        fail(c, conn_error_kind::timeout,
-             "not whole in " + std::to_string(options_.io_timeout.count()) + " ms" + where);
+        fail(c, conn_error_kind::timeout, "not whole in " + timeout_text_ + where);
       } else if (ec == asio::error::eof) {
         if (!ending()) fail(c, conn_error_kind::truncated_payload, "the peer closed" + where);
       } else {
@@ -831,28 +805,15 @@ class hub {
   // Applies the --inject fault to this frame; returns how many times to write it.
   int inject(parcel& p) const {
     const header& h = p.head;
-    int n = 1;
-    std::string what;
-    switch (options_.inject) {
-      case fault::flip:
-        p.body.data()[h.length / 2] ^= std::byte{0x20};
-        what = "flipped a bit of byte " + std::to_string(h.length / 2) + " of";
-        break;
-      case fault::drop:
-        n = 0;
-        what = "dropped";
-        break;
-      case fault::dup:
-        n = 2;
-        what = "duplicated";
-        break;
-      case fault::none:
-        break;
-    }
+    if (options_.inject == fault::flip) p.body.data()[h.length / 2] ^= std::byte{0x20};
+    const int copies = options_.inject == fault::drop ? 0 : options_.inject == fault::dup ? 2 : 1;
+    const std::string what = options_.inject == fault::flip
+                                 ? "flipped a bit of byte " + std::to_string(h.length / 2) + " of"
+                                 : copies == 0 ? "dropped" : "duplicated";
     std::fprintf(stderr, "hub: injected fault: %s frame (source %u, serial %llu) to rank %u\n",
                  what.c_str(), h.source, static_cast<unsigned long long>(h.serial),
                  h.destination);
-    return n;
+    return copies;
   }
 
   // Reports a connection's failure, once, and closes it both ways: its reader reads no more,
@@ -882,6 +843,7 @@ class hub {
   const std::int64_t share_;       // each destination's share of the budget, in bytes
   const std::int64_t window_max_;  // the share in units: every window's highest cap
   const clock::duration write_check_;
+  const std::string timeout_text_;  // io_timeout, for messages
   const unsigned threads_wanted_;
   Pool pool_;  // declared before the outboxes: parcels still queued retire into it
   asio::io_context io_;

@@ -149,25 +149,11 @@ io_result read_exact(int fd, std::byte* out, std::size_t n) noexcept {
   return r;
 }
 
-int write_all(int fd, std::span<const std::byte> a, std::span<const std::byte> b) noexcept {
-  std::size_t skip = 0;  // bytes of a then b already written
-  const std::size_t total = a.size() + b.size();
-  while (skip < total) {
-    std::array<iovec, 2> iov{};
-    int count = 0;
-    if (skip < a.size()) {
-      iov[count++] = {const_cast<std::byte*>(a.data() + skip), a.size() - skip};
-      if (!b.empty()) iov[count++] = {const_cast<std::byte*>(b.data()), b.size()};
-    } else {
-      const std::size_t in_b = skip - a.size();
-      iov[count++] = {const_cast<std::byte*>(b.data() + in_b), b.size() - in_b};
-    }
-    msghdr msg{};
-    msg.msg_iov = iov.data();
-    msg.msg_iovlen = static_cast<std::size_t>(count);
-    const ssize_t put = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+int write_all(int fd, std::span<const std::byte> bytes) noexcept {
+  for (std::size_t done = 0; done < bytes.size();) {
+    const ssize_t put = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
     if (put > 0) {
-      skip += static_cast<std::size_t>(put);
+      done += static_cast<std::size_t>(put);
     } else if (put < 0 && errno != EINTR) {
       return errno;
     }

@@ -76,10 +76,8 @@ struct io_result {
 
 // Reads exactly n bytes unless the peer closes or the read fails.
 [[nodiscard]] io_result read_exact(int fd, std::byte* out, std::size_t n) noexcept;
-// Writes a then b in full (one sendmsg where the kernel takes it all); 0 or an errno. Never
-// raises SIGPIPE.
-[[nodiscard]] int write_all(int fd, std::span<const std::byte> a,
-                            std::span<const std::byte> b = {}) noexcept;
+// Writes the bytes in full; 0 or an errno. Never raises SIGPIPE.
+[[nodiscard]] int write_all(int fd, std::span<const std::byte> bytes) noexcept;
 // Reads and throws away until the peer closes or the read fails; how many bytes that was.
 std::size_t discard_to_eof(int fd) noexcept;
 
