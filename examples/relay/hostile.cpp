@@ -115,32 +115,26 @@ class clients {
   asio::awaitable<void> hold(kind k, std::uint32_t id, std::unique_ptr<tcp::socket> s) {
     std::uint64_t serial = 0;
     while (s) {
-      std::vector<std::byte> out(hello_bytes);
+      std::vector<std::byte> out(hello_bytes + (k == kind::slow ? header_bytes + 1000 : 0));
       encode_hello(id, out.data());
-      std::error_code ec;
-      if (k == kind::quiet) {
-        std::tie(ec, std::ignore) = co_await asio::async_write(*s, asio::buffer(out), as_tuple());
-      } else if (k == kind::slow) {
-        out.resize(hello_bytes + header_bytes + 1000);
-        header h;
-        h.source = id;
+      header h;
+      h.source = id;
+      h.destination = k == kind::flood ? non_reader_ : 0;
+      if (k == kind::slow) {  // the start of a frame of the ceiling
         h.length = ceiling_;
         encode(h, out.data() + hello_bytes);
         fill_payload(id, 0, std::span(out).subspan(hello_bytes + header_bytes));
+      }
+      std::error_code ec;
+      if (k != kind::idle && k != kind::early) {
         std::tie(ec, std::ignore) = co_await asio::async_write(*s, asio::buffer(out), as_tuple());
-      } else if (k == kind::flood) {
+      }
+      for (out.resize(header_bytes + 64 * 1024); k == kind::flood && !ec;) {
+        h.serial = serial;
+        h.length = out.size() - header_bytes;
+        encode(h, out.data());
+        fill_payload(id, serial++, std::span(out).subspan(header_bytes));
         std::tie(ec, std::ignore) = co_await asio::async_write(*s, asio::buffer(out), as_tuple());
-        out.resize(header_bytes + 64 * 1024);
-        while (!ec) {
-          header h;
-          h.source = id;
-          h.destination = non_reader_;
-          h.serial = serial;
-          h.length = out.size() - header_bytes;
-          encode(h, out.data());
-          fill_payload(id, serial++, std::span(out).subspan(header_bytes));
-          std::tie(ec, std::ignore) = co_await asio::async_write(*s, asio::buffer(out), as_tuple());
-        }
       }
       if (!ec) co_await s->async_wait(tcp::socket::wait_read, as_tuple());  // the hub's EOF or reset
       s.reset();
