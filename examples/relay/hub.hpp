@@ -45,6 +45,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -444,6 +445,7 @@ class hub {
         }
         open_.fetch_add(1, std::memory_order_relaxed);
         c->socket.set_option(asio::ip::tcp::no_delay(true), ec);
+        c->socket.non_blocking(true, ec);  // read_full and write_out try without waiting first
         asio::co_spawn(c->socket.get_executor(), serve(c), asio::detached);
       } catch (const std::exception& e) {
         fail_unlinked(index, conn_error_kind::internal, std::string("not served: ") + e.what());
@@ -596,11 +598,14 @@ class hub {
       // A rank may be quiet between frames as long as it likes; a guest for io_timeout, so that
       // quiet guests cannot hold the hub's connections (max_connections) from the ranks.
       c.read_deadline = c.rank ? no_deadline : clock::now() + options_.io_timeout;
-      auto [ec, got] = co_await c.socket.async_read_some(asio::buffer(raw), as_tuple());
+      std::error_code ec;
+      std::size_t got = c.socket.read_some(asio::buffer(raw), ec);
+      if (ec == asio::error::would_block) {
+        std::tie(ec, got) = co_await c.socket.async_read_some(asio::buffer(raw), as_tuple());
+      }
       c.read_deadline = clock::now() + options_.io_timeout;  // the frame is due whole by then
       if (!ec && got < raw.size()) {
-        const auto [rest_ec, rest] = co_await asio::async_read(
-            c.socket, asio::buffer(raw.data() + got, raw.size() - got), as_tuple());
+        const auto [rest_ec, rest] = co_await read_full(c, asio::buffer(raw) + got);
         got += rest;
         ec = rest_ec;
       }
@@ -703,8 +708,7 @@ class hub {
         counted.set(static_cast<std::int64_t>(larger.capacity()));
         pool_.retire(std::exchange(body, std::move(larger)));
       }
-      const auto [ec, n] = co_await asio::async_read(
-          c.socket, asio::buffer(body.data() + got, body.size() - got), as_tuple());
+      const auto [ec, n] = co_await read_full(c, asio::buffer(body.data() + got, body.size() - got));
       got += n;
       if (!ec) continue;
       const std::string where = " after " + std::to_string(got) + " of " +
@@ -723,6 +727,17 @@ class hub {
       co_return std::nullopt;
     }
     co_return std::optional<sluice::buffer>(std::move(body));
+  }
+
+  // Fills b: with what the socket holds now, without a trip through the io_context, and
+  // asynchronously for the rest. The bytes read, and the error that stopped it short.
+  asio::awaitable<std::tuple<std::error_code, std::size_t>> read_full(conn& c, asio::mutable_buffer b) {
+    std::error_code ec;
+    std::size_t got = 0;
+    while (got < b.size() && !ec) got += c.socket.read_some(b + got, ec);
+    if (ec != asio::error::would_block) co_return std::tuple(ec, got);
+    const auto [rest_ec, rest] = co_await asio::async_read(c.socket, b + got, as_tuple());
+    co_return std::tuple(rest_ec, got + rest);
   }
 
   static conn_error_kind read_error_kind(const std::error_code& ec) noexcept {
@@ -774,10 +789,14 @@ class hub {
             batch[retired].release();  // the write is complete: the buffer goes back now
           }
           if (written == total) break;
-          c->write_deadline = clock::now() + options_.io_timeout;
-          c->queued_mark = -1;
-          const auto [ec, n] = co_await c->socket.async_write_some(pieces, as_tuple());
-          c->write_deadline = no_deadline;
+          std::error_code ec;
+          std::size_t n = c->socket.write_some(pieces, ec);  // what the socket takes at once
+          if (ec == asio::error::would_block) {
+            c->write_deadline = clock::now() + options_.io_timeout;
+            c->queued_mark = -1;
+            std::tie(ec, n) = co_await c->socket.async_write_some(pieces, as_tuple());
+            c->write_deadline = no_deadline;
+          }
           if (ec) {
             if (!c->failed) {
               fail(*c, conn_error_kind::write_failed,
