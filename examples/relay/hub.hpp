@@ -777,8 +777,8 @@ class hub {
           }
           ends[i] = total;
         }
-        std::size_t written = 0, retired = 0;
-        for (;;) {
+        std::size_t retired = 0;
+        const auto retire_through = [&](std::size_t written) {
           for (; retired < batch.size() && ends[retired] <= written; ++retired) {
             const header& h = batch[retired].head;
             if (copies[retired] > 0 && h.is(frame_kind::data)) {
@@ -786,31 +786,26 @@ class hub {
                   .fetch_add(static_cast<std::uint64_t>(copies[retired]), std::memory_order_relaxed);
               if (h.source < options_.ranks) bytes_.fetch_add(h.length, std::memory_order_relaxed);
             }
-            batch[retired].release();  // the write is complete: the buffer goes back now
+            batch[retired].release();  // its write is complete: the buffer goes back now
           }
-          if (written == total) break;
-          std::error_code ec;
-          std::size_t n = c->socket.write_some(pieces, ec);  // what the socket takes at once
-          if (ec == asio::error::would_block) {
-            c->write_deadline = clock::now() + options_.io_timeout;
-            c->queued_mark = -1;
-            std::tie(ec, n) = co_await c->socket.async_write_some(pieces, as_tuple());
-            c->write_deadline = no_deadline;
+        };
+        // Called as each write_some completes (and first with 0): progress restarts the deadline.
+        const auto progress = [&](const std::error_code& e, std::size_t written) -> std::size_t {
+          retire_through(written);
+          c->write_deadline = clock::now() + options_.io_timeout;
+          c->queued_mark = -1;
+          return e ? 0 : total;
+        };
+        const auto [ec, n] = co_await asio::async_write(c->socket, pieces, progress, as_tuple());
+        c->write_deadline = no_deadline;
+        retire_through(n);
+        if (ec) {
+          if (!c->failed) {
+            fail(*c, conn_error_kind::write_failed,
+                 "writing to rank " + std::to_string(rank) + ": " + ec.message());
           }
-          if (ec) {
-            if (!c->failed) {
-              fail(*c, conn_error_kind::write_failed,
-                   "writing to rank " + std::to_string(rank) + ": " + ec.message());
-            }
-            broken = true;
-            box.cut_off.store(true, std::memory_order_relaxed);
-            break;
-          }
-          written += n;
-          std::size_t left = n, whole = 0;  // step past what was written
-          for (; whole < pieces.size() && left >= pieces[whole].size(); ++whole) left -= pieces[whole].size();
-          pieces.erase(pieces.begin(), pieces.begin() + static_cast<std::ptrdiff_t>(whole));
-          if (!pieces.empty()) pieces.front() += left;
+          broken = true;
+          box.cut_off.store(true, std::memory_order_relaxed);
         }
         batch.clear();  // what a failed write left gives back
       }

@@ -174,12 +174,6 @@ std::size_t discard_to_eof(int fd) noexcept {
   }
 }
 
-void set_nodelay(int fd) noexcept {
-  // Frames go out whole (one sendmsg); waiting to coalesce them only adds latency.
-  const int on = 1;
-  (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-}
-
 namespace {
 sockaddr_in loopback(std::uint16_t port) noexcept {
   sockaddr_in a{};
@@ -203,7 +197,8 @@ int connect_loopback(std::uint16_t port) {
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
     throw_errno(fd, "connect to the hub");
   }
-  set_nodelay(fd);
+  const int on = 1;  // frames go out whole: waiting to coalesce them only adds latency
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
   return fd;
 }
 

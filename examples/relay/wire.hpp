@@ -83,6 +83,5 @@ std::size_t discard_to_eof(int fd) noexcept;
 
 // A connected socket to 127.0.0.1:port with TCP_NODELAY set. Throws std::system_error.
 [[nodiscard]] int connect_loopback(std::uint16_t port);
-void set_nodelay(int fd) noexcept;
 
 }  // namespace relay
