@@ -1,18 +1,15 @@
-// relay/hostile.hpp: clients that are slow, idle, early or never read, for --hostile. Unlike the
-// bad-input clients, they send nothing the hub may refuse: they only hold connections, bytes and
-// windows, as unlucky or hostile peers do, while the ranks' traffic must complete intact.
-//
+// relay/hostile.hpp: clients that are slow, idle, early or never read, for --hostile. They send
+// nothing the hub may refuse; they hold connections, bytes and windows, as unlucky or hostile
+// peers do, while the ranks' traffic must complete intact:
 //   early       two connections made before any rank, that never send a hello
-//   idle        connections that never send a hello; each reconnects whenever the hub cuts it
-//   quiet       guests that send a hello and then nothing; each reconnects likewise
-//   slow        guests that each announce a frame of the ceiling, send 1000 bytes of it and go
-//               quiet; each reconnects likewise
+//   idle        connections that never send a hello
+//   quiet       guests that send a hello and then nothing
+//   slow        guests that each announce a frame of the ceiling, send 1000 bytes of it and stop
 //   non-reader  an extra rank (id = the ranks' count) that never reads, and a guest that floods
 //               it with 64 KiB frames
-//
-// They run in a second process, forked when this object is made (before the hub's threads
-// start), on one thread and one io_context: thousands of connections need neither a thread each
-// nor the hub process's open files. The parent drives it through a pipe.
+// The idle, quiet and slow ones reconnect whenever the hub cuts them. They run in a second
+// process, forked when this object is made, on one thread and one io_context: thousands of
+// connections need neither a thread each nor the hub process's open files.
 #pragma once
 
 #include <sys/types.h>

@@ -1,27 +1,12 @@
-// relay/hub.hpp: the hub, on Asio (README.md says why it is built this way). A fixed set of
-// threads runs one io_context. Every connection is a coroutine, its reader, that reads frames
-// into pool buffers and queues each in its destination's outbox; every rank connection also has
-// a writer coroutine that writes its outbox out, several frames in one gathered write, retiring
-// each buffer the moment its bytes are written. A connection's reader, writer and watcher (one
-// steady_timer for all its deadlines) run on the connection's strand and share its state
-// without locks.
-//
-// Admission is per destination and counted in bytes: each destination has a sluice::gate, a
-// window in units of 64 KiB whose cap grows to its share of the budget (budget / ranks). A reader
-// reads a frame whole, waits with sluice::async_admit (no thread blocked) for the frame's first
-// unit, counts its other units with note_submitted(), then queues it. A controller coroutine
-// moves every window's cap each tick by the pressure of the bytes admitted or being read, and
-// trims the pool whenever what it keeps would take the hub's buffers to the budget.
-//
-// Deadlines: a hello within io_timeout; a frame whole within io_timeout of its first byte; a
-// guest quiet between frames for at most io_timeout (a rank as long as it likes); a rank whose
-// socket takes no byte for io_timeout is cut off, and frames for it are then dropped. A
-// connection that fails a check is closed both ways and reported once; the others are served on.
-//
-// Shutdown needs no timing: once every rank has connected and its reader has ended, the hub
-// stops accepting and shuts down the other connections' read sides; once no reader is left it
-// closes the outboxes, and each writer writes out what its outbox holds and shuts down its
-// write side, which the rank reads as EOF. The io_context then runs out of work.
+// relay/hub.hpp: the hub, on Asio; README.md describes the design and why. A fixed set of
+// threads runs one io_context. Each connection is a reader coroutine (reads frames into pool
+// buffers, waits for the destination's window with sluice::async_admit, queues them in the
+// destination's outbox); each rank connection also has a writer coroutine (gathered writes of
+// its outbox, each buffer retired as its last byte goes) and every connection a watcher (one
+// steady_timer for all its deadlines). A connection's three run on its strand. A controller
+// coroutine adjusts the windows and trims the pool every tick. The hub ends once every rank has
+// connected and its reader has ended: the others' read sides are shut down, the outboxes close
+// once no reader is left, the writers write out what is queued and shut down their write sides.
 //
 // Written once for both pool types: Pool is sluice::pool or sluice::mutex_pool.
 #pragma once
@@ -179,9 +164,6 @@ class hub {
   }
 
   ~hub() { join(); }
-
-  hub(const hub&) = delete;
-  hub& operator=(const hub&) = delete;
 
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
   [[nodiscard]] std::size_t ceiling() const noexcept { return ceiling_; }

@@ -4,10 +4,11 @@
 // receiver checks every byte and the order per source; the exit status is the verdict. See
 // README.md for the options.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -248,34 +249,22 @@ double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
 // ---- the watchdog: a run that stops making progress still ends ----
 
+// SIGALRM's handler only writes a message made beforehand and exits: both async-signal-safe.
 class watchdog {
  public:
-  explicit watchdog(double seconds)
-      : thread_([this, limit = std::chrono::duration<double>(seconds)] {
-          std::unique_lock lk(mu_);
-          if (!cv_.wait_for(lk, limit, [&] { return done_; })) {
-            std::fprintf(stderr, "relay: FAIL: no verdict after %.0f s; giving up\n",
-                         limit.count());
-            std::fflush(nullptr);
-            std::_Exit(3);
-          }
-        }) {}
-  ~watchdog() {
-    {
-      std::lock_guard lk(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
+  explicit watchdog(double seconds) {
+    std::snprintf(message_, sizeof message_, "relay: FAIL: no verdict after %.0f s; giving up\n",
+                  seconds);
+    std::signal(SIGALRM, [](int) {
+      (void)!::write(STDERR_FILENO, message_, std::strlen(message_));
+      std::_Exit(3);
+    });
+    ::alarm(static_cast<unsigned>(std::ceil(seconds)));
   }
-  watchdog(const watchdog&) = delete;
-  watchdog& operator=(const watchdog&) = delete;
+  ~watchdog() { ::alarm(0); }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;  // last: it starts once the members it uses exist
+  static inline char message_[96];
 };
 
 std::string pool_name(const options& o) {
