@@ -771,16 +771,27 @@ class hub {
             batch[retired].release();  // its write is complete: the buffer goes back now
           }
         };
-        // Called as each write_some completes (and first with 0): progress restarts the deadline.
-        const auto progress = [&](const std::error_code& e, std::size_t written) -> std::size_t {
-          retire_through(written);
-          c->write_deadline = clock::now() + options_.io_timeout;
-          c->queued_mark = -1;
-          return e ? 0 : total;
-        };
-        const auto [ec, n] = co_await asio::async_write(c->socket, pieces, progress, as_tuple());
-        c->write_deadline = no_deadline;
-        retire_through(n);
+        // What the socket takes at once, without a trip through the io_context; then the rest.
+        std::error_code ec;
+        const std::size_t at_once = c->socket.write_some(pieces, ec);
+        retire_through(at_once);
+        if (at_once < total && (!ec || ec == asio::error::would_block)) {
+          std::size_t left = at_once, whole = 0;  // step past what was written
+          for (; whole < pieces.size() && left >= pieces[whole].size(); ++whole) left -= pieces[whole].size();
+          pieces.erase(pieces.begin(), pieces.begin() + static_cast<std::ptrdiff_t>(whole));
+          if (!pieces.empty()) pieces.front() += left;
+          // Called as each write_some completes (and first with 0): progress restarts the deadline.
+          const auto progress = [&](const std::error_code& e, std::size_t written) -> std::size_t {
+            retire_through(at_once + written);
+            c->write_deadline = clock::now() + options_.io_timeout;
+            c->queued_mark = -1;
+            return e ? 0 : total;
+          };
+          std::size_t n = 0;
+          std::tie(ec, n) = co_await asio::async_write(c->socket, pieces, progress, as_tuple());
+          c->write_deadline = no_deadline;
+          retire_through(at_once + n);
+        }
         if (ec) {
           if (!c->failed) {
             fail(*c, conn_error_kind::write_failed,
