@@ -1,141 +1,205 @@
 #include "hostile.hpp"
 
-#include <poll.h>
-#include <sys/socket.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
-#include <cerrno>
+#include <cstdio>
+#include <memory>
 #include <span>
-#include <system_error>
-#include <utility>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+#include <asio.hpp>
+#include <asio/experimental/as_tuple.hpp>
 
 #include "wire.hpp"
 
 namespace relay {
+namespace {
 
-hostile_clients::hostile_clients(std::uint16_t port, std::uint32_t non_reader, std::size_t ceiling)
-    : port_(port), non_reader_(non_reader), ceiling_(ceiling) {}
+using asio::ip::tcp;
+enum class kind { early, idle, quiet, slow, flood, non_reader };
+constexpr const char* kind_names[] = {"early", "idle", "quiet", "slow", "flooding the non-reader",
+                                      "non-reader"};
 
-hostile_clients::~hostile_clients() { stop(); }
+auto as_tuple() { return asio::experimental::as_tuple(asio::use_awaitable); }
 
-void hostile_clients::start_early() {
-  for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { run(kind::early, 0); });
-}
-
-void hostile_clients::start() {
-  const std::uint32_t guest = non_reader_ + 1;
-  const int non_reader = open(kind::non_reader);
-  std::array<std::byte, hello_bytes> hello;
-  encode_hello(non_reader_, hello.data());
-  if (non_reader < 0 || write_all(non_reader, hello) != 0) {
-    throw std::system_error(errno, std::generic_category(), "the non-reading rank's hello");
+// The clients' process: its own io_context on its only thread.
+class clients {
+ public:
+  clients(std::uint32_t non_reader, std::size_t ceiling, std::size_t connections, int in, int out)
+      : non_reader_(non_reader), ceiling_(ceiling), in_(io_, in), out_(out) {
+    const std::size_t slow = 3 + (connections - 8) / 100;
+    const std::size_t rest = connections - 4 - slow;  // beside early, non-reader, flood, slow
+    counts_ = {2, 1 + (rest - 1) / 2, rest - 1 - (rest - 1) / 2, slow, 1, 1};
   }
-  threads_.emplace_back([this, non_reader] { run(kind::non_reader, non_reader_, non_reader); });
-  threads_.emplace_back([this, guest] { run(kind::flood, guest); });
-  threads_.emplace_back([this] { run(kind::idle, 0); });
-  for (std::uint32_t i = 0; i < 3; ++i) {
-    threads_.emplace_back([this, id = guest + 1 + i] { run(kind::slow, id); });
-  }
-}
 
-void hostile_clients::stop() {
-  stopping_.store(true, std::memory_order_relaxed);
-  {
-    std::lock_guard lk(mu_);
-    for (const int fd : open_) ::shutdown(fd, SHUT_RDWR);  // wakes its client wherever it waits
+  [[noreturn]] void run() {
+    asio::co_spawn(io_, commands(), asio::detached);
+    io_.run();
+    std::_Exit(0);
   }
-  for (auto& t : threads_) t.join();
-  threads_.clear();
-}
 
-std::string hostile_clients::summary() const {
-  const auto n = [&](kind k) { return std::to_string(connects_[static_cast<int>(k)].load()); };
-  return "connections made: early " + n(kind::early) + ", idle " + n(kind::idle) + ", slow " +
-         n(kind::slow) + ", flooding the non-reader " + n(kind::flood) + ", non-reader " +
-         n(kind::non_reader);
-}
-
-int hostile_clients::open(kind k) {
-  int fd = -1;
-  try {
-    fd = connect_loopback(port_);
-  } catch (const std::exception&) {
-    return -1;  // the hub has stopped listening: it is ending
+ private:
+  // early PORT, start, stop: each answered with a line once done. EOF (the parent gone) is stop.
+  asio::awaitable<void> commands() {
+    asio::streambuf buffer;
+    for (;;) {
+      const auto [ec, n] = co_await asio::async_read_until(in_, buffer, '\n', as_tuple());
+      std::string line(n == 0 ? 0 : n - 1, '\0');
+      buffer.sgetn(line.data(), static_cast<std::streamsize>(line.size()));
+      buffer.consume(n == 0 ? 0 : 1);
+      if (ec || line == "stop") break;
+      if (line.starts_with("early ")) {
+        port_ = static_cast<std::uint16_t>(std::stoul(line.substr(6)));
+        co_await make(kind::early, 0);
+      } else if (line == "start") {
+        // The non-reader first, so that the hub counts it among its ranks before anything else.
+        co_await make(kind::non_reader, non_reader_);
+        std::uint32_t guest = non_reader_ + 1;
+        for (const kind k : {kind::flood, kind::slow, kind::idle, kind::quiet}) guest = co_await make(k, guest);
+      }
+      reply("ok");
+    }
+    std::string summary = "connections made:";
+    for (std::size_t k = 0; k < made_.size(); ++k) {
+      summary += std::string(k == 0 ? " " : ", ") + kind_names[k] + " " + std::to_string(made_[k]);
+    }
+    reply(summary);
+    std::_Exit(0);  // the kernel closes every connection
   }
-  std::lock_guard lk(mu_);
-  if (stopping()) {
-    ::close(fd);
-    return -1;
-  }
-  open_.push_back(fd);
-  connects_[static_cast<int>(k)].fetch_add(1, std::memory_order_relaxed);
-  return fd;
-}
 
-void hostile_clients::close(int fd) {
-  {
-    std::lock_guard lk(mu_);
-    std::erase(open_, fd);
+  void reply(const std::string& line) {
+    const std::string s = line + "\n";
+    for (std::size_t done = 0; done < s.size();) {
+      const ssize_t n = ::write(out_, s.data() + done, s.size() - done);
+      if (n <= 0) std::_Exit(1);
+      done += static_cast<std::size_t>(n);
+    }
   }
-  ::close(fd);
-}
 
-void hostile_clients::run(kind k, std::uint32_t id, int first_fd) {
-  // The idle and the slow ones connect again each time the hub cuts them, until stop(); the
-  // others once (the hub refuses frames for a rank it has cut off, and so cuts the flood).
-  const bool once = k != kind::idle && k != kind::slow;
-  std::uint64_t serial = 0;
-  do {
-    const int given = std::exchange(first_fd, -1);
-    const int fd = given >= 0 ? given : open(k);
-    if (fd < 0) return;
-    std::array<std::byte, hello_bytes> hello;
-    encode_hello(id, hello.data());
-    bool sending = true;
-    switch (k) {
-      case kind::early:
-      case kind::idle:
-        break;
-      case kind::non_reader:  // its hello went in start()
-        break;
-      case kind::slow: {
-        std::vector<std::byte> start(hello_bytes + header_bytes + 1000);
-        std::copy(hello.begin(), hello.end(), start.begin());
-        header h;
-        h.source = id;
-        h.destination = 0;
+  // Makes every connection of kind k (guests numbered from `guest` on), one after the other,
+  // each then held by a coroutine of its own; answers the next guest's id.
+  asio::awaitable<std::uint32_t> make(kind k, std::uint32_t guest) {
+    for (std::size_t i = 0; i < counts_[static_cast<int>(k)]; ++i) {
+      auto s = co_await connect(k);
+      if (!s) break;  // the hub has stopped listening
+      const std::uint32_t id = k == kind::non_reader ? non_reader_ : guest++;
+      std::array<std::byte, hello_bytes> hello;
+      encode_hello(id, hello.data());
+      if (k == kind::non_reader) {  // its hello before start() returns; then it holds, reading nothing
+        co_await asio::async_write(*s, asio::buffer(hello), as_tuple());
+        held_.push_back(std::move(s));
+      } else {
+        asio::co_spawn(io_, hold(k, id, std::move(s)), asio::detached);
+      }
+    }
+    co_return guest;
+  }
+
+  asio::awaitable<std::unique_ptr<tcp::socket>> connect(kind k) {
+    auto s = std::make_unique<tcp::socket>(io_);
+    const auto [ec] = co_await s->async_connect({asio::ip::address_v4::loopback(), port_}, as_tuple());
+    if (ec) co_return nullptr;
+    s->set_option(tcp::no_delay(true));
+    ++made_[static_cast<int>(k)];
+    co_return s;
+  }
+
+  // Behaves as kind k on the connection, then holds it, reading nothing, until the hub closes
+  // it; the idle, quiet and slow ones then connect again (the others once: the hub refuses
+  // frames for a rank it has cut off, and so cuts the flood).
+  asio::awaitable<void> hold(kind k, std::uint32_t id, std::unique_ptr<tcp::socket> s) {
+    std::uint64_t serial = 0;
+    while (s) {
+      std::vector<std::byte> out(hello_bytes + (k == kind::slow ? header_bytes + 1000 : 0));
+      encode_hello(id, out.data());
+      header h;
+      h.source = id;
+      h.destination = k == kind::flood ? non_reader_ : 0;
+      if (k == kind::slow) {  // the start of a frame of the ceiling
         h.length = ceiling_;
-        encode(h, start.data() + hello_bytes);
-        fill_payload(id, 0, std::span(start).subspan(hello_bytes + header_bytes));
-        sending = write_all(fd, start) == 0;
-        break;
+        encode(h, out.data() + hello_bytes);
+        fill_payload(id, 0, std::span(out).subspan(hello_bytes + header_bytes));
       }
-      case kind::flood: {
-        std::vector<std::byte> frame(header_bytes + 64 * 1024);
-        sending = write_all(fd, hello) == 0;
-        while (sending && !stopping()) {
-          header h;
-          h.source = id;
-          h.destination = non_reader_;
-          h.serial = serial;
-          h.length = frame.size() - header_bytes;
-          encode(h, frame.data());
-          fill_payload(id, serial++, std::span(frame).subspan(header_bytes));
-          sending = write_all(fd, frame) == 0;
-        }
-        break;
+      std::error_code ec;
+      if (k != kind::idle && k != kind::early) {
+        std::tie(ec, std::ignore) = co_await asio::async_write(*s, asio::buffer(out), as_tuple());
       }
+      for (out.resize(header_bytes + 64 * 1024); k == kind::flood && !ec;) {
+        h.serial = serial;
+        h.length = out.size() - header_bytes;
+        encode(h, out.data());
+        fill_payload(id, serial++, std::span(out).subspan(header_bytes));
+        std::tie(ec, std::ignore) = co_await asio::async_write(*s, asio::buffer(out), as_tuple());
+      }
+      if (!ec) co_await s->async_wait(tcp::socket::wait_read, as_tuple());  // the hub's EOF or reset
+      s.reset();
+      if (k == kind::idle || k == kind::quiet || k == kind::slow) s = co_await connect(k);
     }
-    // Hold the connection, reading nothing, until the hub closes it or stop() shuts it down.
-    if (sending) {
-      pollfd p{fd, POLLRDHUP, 0};
-      while (!stopping() && ::poll(&p, 1, -1) < 0) {
-      }
-    }
-    close(fd);
-  } while (!once && !stopping());
+  }
+
+  const std::uint32_t non_reader_;
+  const std::size_t ceiling_;
+  asio::io_context io_{1};
+  asio::posix::stream_descriptor in_;
+  const int out_;
+  std::uint16_t port_ = 0;
+  std::array<std::size_t, 6> counts_{}, made_{};
+  std::vector<std::unique_ptr<tcp::socket>> held_;  // the non-reader's
+};
+
+}  // namespace
+
+hostile_clients::hostile_clients(std::uint32_t non_reader, std::size_t ceiling,
+                                 std::size_t connections) {
+  int down[2], up[2];
+  if (::pipe2(down, O_CLOEXEC) != 0 || ::pipe2(up, O_CLOEXEC) != 0) {
+    throw std::runtime_error("hostile clients: no pipe");
+  }
+  std::fflush(nullptr);  // nothing buffered is written twice
+  child_ = ::fork();
+  if (child_ < 0) throw std::runtime_error("hostile clients: fork failed");
+  if (child_ == 0) {
+    ::close(down[1]);
+    ::close(up[0]);
+    clients(non_reader, ceiling, std::max<std::size_t>(connections, 8), down[0], up[1]).run();
+  }
+  ::close(down[0]);
+  ::close(up[1]);
+  to_child_ = down[1];
+  from_child_ = up[0];
+}
+
+hostile_clients::~hostile_clients() {
+  if (to_child_ >= 0) ::close(to_child_);  // the clients read EOF and exit
+  if (from_child_ >= 0) ::close(from_child_);
+  if (child_ > 0) ::waitpid(child_, nullptr, 0);
+}
+
+void hostile_clients::start_early(std::uint16_t port) { command("early " + std::to_string(port)); }
+void hostile_clients::start() { command("start"); }
+
+std::string hostile_clients::stop() {
+  std::string summary = command("stop");
+  ::waitpid(std::exchange(child_, -1), nullptr, 0);
+  return summary;
+}
+
+std::string hostile_clients::command(const std::string& line) {
+  const std::string s = line + "\n";
+  if (::write(to_child_, s.data(), s.size()) != static_cast<ssize_t>(s.size())) {
+    throw std::runtime_error("hostile clients: gone");
+  }
+  std::string reply;
+  for (char c = 0; c != '\n';) {
+    if (::read(from_child_, &c, 1) != 1) throw std::runtime_error("hostile clients: gone");
+    if (c != '\n') reply += c;
+  }
+  return reply;
 }
 
 }  // namespace relay

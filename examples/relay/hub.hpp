@@ -1,54 +1,43 @@
-// relay/hub.hpp: the hub. Every connection gets a pump, a thread that reads its frames into pool
-// buffers and queues each in its destination's outbox; every rank connection also gets a drain,
-// a thread that writes its outbox out and retires each buffer the moment its write completes.
-//
-// Admission is per destination and counted in bytes. Each destination has its own sluice::gate,
-// a window counted in units of 64 KiB whose cap grows to the destination's share of the budget
-// (budget / ranks). A pump reads a frame whole, then waits until the destination's window has
-// room (admit() takes one unit, note_submitted() counts the frame's other units, which may pass
-// the cap), then queues it. So a destination that reads slowly, or not at all, stops only the
-// pumps with frames for it; every other destination goes on. A controller moves every window's
-// cap by the pressure of the traffic's bytes (admitted or being read) against the budget, and
-// trims the pool whenever what it keeps would take the hub's buffers to the budget.
-//
-// Deadlines: a connection must send its hello within io_timeout, a frame must arrive whole
-// within io_timeout of its first byte, and a guest may be quiet between frames for io_timeout
-// (a rank for as long as it likes); a rank whose socket takes no byte for io_timeout is cut off,
-// and frames for it are then dropped. A connection that fails any check is closed (both
-// directions) and reported once; the others are served on. At most max_connections are served
-// at once; more wait in the listen backlog.
+// relay/hub.hpp: the hub, on Asio; README.md describes the design and why. A fixed set of
+// threads runs one io_context. Each connection is a reader coroutine (reads frames into pool
+// buffers, waits for the destination's window with sluice::async_admit, queues them in the
+// destination's outbox); each rank connection also has a writer coroutine (gathered writes of
+// its outbox, each buffer retired as its last byte goes) and every connection a watcher (one
+// steady_timer for all its deadlines). A connection's three run on its strand. A controller
+// coroutine adjusts the windows and trims the pool every tick. The hub ends once every rank has
+// connected and its reader has ended: the others' read sides are shut down, the outboxes close
+// once no reader is left, the writers write out what is queued and shut down their write sides.
 //
 // Written once for both pool types: Pool is sluice::pool or sluice::mutex_pool.
-//
-// Shutdown needs no timing: the hub ends when every rank has connected and its pump has ended
-// (the rank sent EOF, or failed). It then stops accepting, ends the other connections' pumps
-// (their read sides are shut down), closes every outbox, and each drain writes out what its
-// outbox holds and shuts down its socket's write side, which the rank reads as EOF.
 #pragma once
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <deque>
 #include <exception>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include <asio.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/concurrent_channel.hpp>
+#include <sluice/asio.hpp>
 #include <sluice/sluice.hpp>
 
 #include "wire.hpp"
@@ -63,7 +52,8 @@ struct hub_options {
   std::size_t budget = std::size_t{16} << 20;   // bytes of buffers at which pressure is hard
   std::chrono::microseconds tick{1000};         // how often the controller adjusts the windows
   std::chrono::milliseconds io_timeout{10000};  // the hello; a frame from its first byte; a write
-  std::size_t max_connections = 1024;           // served at once; more wait to be accepted
+  std::size_t max_connections = 16384;          // served at once; more wait to be accepted
+  unsigned threads = 0;                         // running the io_context; 0: one per core
   fault inject = fault::none;
   std::uint64_t inject_at = 0;  // the fault hits this forwarded non-empty data frame (from 0)
 };
@@ -91,24 +81,11 @@ enum class conn_error_kind {
 };
 
 inline const char* to_string(conn_error_kind k) noexcept {
-  switch (k) {
-    case conn_error_kind::bad_hello: return "bad hello";
-    case conn_error_kind::duplicate_rank: return "duplicate rank";
-    case conn_error_kind::truncated_header: return "truncated header";
-    case conn_error_kind::bad_magic: return "bad magic";
-    case conn_error_kind::bad_kind: return "bad kind";
-    case conn_error_kind::bad_source: return "bad source";
-    case conn_error_kind::bad_destination: return "bad destination";
-    case conn_error_kind::oversize: return "oversize";
-    case conn_error_kind::truncated_payload: return "truncated payload";
-    case conn_error_kind::reset: return "reset";
-    case conn_error_kind::read_error: return "read error";
-    case conn_error_kind::timeout: return "timeout";
-    case conn_error_kind::out_of_memory: return "out of memory";
-    case conn_error_kind::write_failed: return "write failed";
-    case conn_error_kind::internal: return "internal";
-  }
-  return "?";
+  static constexpr const char* names[] = {
+      "bad hello", "duplicate rank", "truncated header", "bad magic", "bad kind", "bad source",
+      "bad destination", "oversize", "truncated payload", "reset", "read error", "timeout",
+      "out of memory", "write failed", "internal"};
+  return names[static_cast<int>(k)];
 }
 
 struct conn_error {
@@ -121,6 +98,7 @@ struct conn_error {
 
 struct hub_stats {
   std::uint64_t connections = 0;   // accepted
+  std::uint64_t open = 0;          // being read now (accepted, not yet ended)
   std::uint64_t frames_in = 0;     // data frames read whole and queued
   std::uint64_t frames = 0;        // data frames from ranks written out
   std::uint64_t bytes = 0;         // their payload bytes
@@ -137,7 +115,7 @@ struct hub_stats {
   std::uint64_t dropped = 0;          // data frames for a rank the hub had cut off
   std::int64_t window_max = 0;        // each window's highest cap, in units
   std::int64_t min_window = 0;        // the lowest cap a soft or hard tick left
-  std::uint64_t admit_waits = 0;      // frames whose pump had to wait for their window
+  std::uint64_t admit_waits = 0;      // frames that had to wait for their window
   std::uint64_t ticks_ok = 0, ticks_soft = 0, ticks_hard = 0;
 };
 
@@ -154,74 +132,69 @@ inline void lower_to(std::atomic<std::int64_t>& min, std::int64_t v) noexcept {
 }
 }  // namespace detail
 
+
 template <class Pool>
 class hub {
+  using clock = std::chrono::steady_clock;
+  static constexpr clock::time_point no_deadline = clock::time_point::max();
+  // An async mutex, or a doorbell: a channel that holds at most one token. (A token carries a
+  // bool: Asio 1.22's channel_traits find void(error_code) ambiguous.)
+  using token_channel = asio::experimental::concurrent_channel<void(std::error_code, bool)>;
+  static auto as_tuple() { return asio::experimental::as_tuple(asio::use_awaitable); }
+
  public:
   hub(const hub_options& options, const sluice::pool_options& pool_options)
       : options_(options),
         ceiling_(pool_options.ceiling),
         share_(static_cast<std::int64_t>(options.budget / options.ranks)),
         window_max_(std::max<std::int64_t>(1, share_ / static_cast<std::int64_t>(admission_unit))),
+        write_check_(std::max<clock::duration>(options.io_timeout / 8, std::chrono::milliseconds(1))),
+        timeout_text_(std::to_string(options.io_timeout.count()) + " ms"),
+        threads_wanted_(options.threads != 0 ? options.threads
+                                             : std::max(1u, std::thread::hardware_concurrency())),
         pool_(pool_options),
-        outboxes_(options.ranks),
+        io_(static_cast<int>(threads_wanted_)),
+        accept_strand_(asio::make_strand(io_)),
+        acceptor_(accept_strand_, {asio::ip::address_v4::loopback(), 0}),
+        port_(acceptor_.local_endpoint().port()),
+        place_freed_(io_.get_executor(), 1),
         rank_connected_(options.ranks, false),
         min_window_(window_max_) {
-    listen_fd_ = listen_loopback(port_);
+    for (std::uint32_t r = 0; r < options.ranks; ++r) outboxes_.emplace_back(io_.get_executor());
   }
 
-  ~hub() {
-    join();
-    if (listen_fd_ >= 0) ::close(listen_fd_);
-  }
-
-  hub(const hub&) = delete;
-  hub& operator=(const hub&) = delete;
+  ~hub() { join(); }
 
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
   [[nodiscard]] std::size_t ceiling() const noexcept { return ceiling_; }
   [[nodiscard]] Pool& pool() noexcept { return pool_; }
 
   void start() {
-    acceptor_ = std::thread([this] { accept_loop(); });
-    controller_ = std::thread([this] { control_loop(); });
+    asio::co_spawn(accept_strand_, accept_loop(), asio::detached);
+    asio::co_spawn(io_, control_loop(), asio::detached);
+    for (unsigned i = 0; i < threads_wanted_; ++i) threads_.emplace_back([this] { io_.run(); });
   }
 
   // Returns once every rank has been served and every connection closed.
   void join() {
-    if (acceptor_.joinable()) acceptor_.join();
-    {
-      std::lock_guard lk(control_mu_);
-      stopping_ = true;
-    }
-    control_cv_.notify_all();
-    if (controller_.joinable()) controller_.join();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    // Only a hub that stopped accepting before every rank came has outboxes without a writer:
+    // their parcels give back now, while everything they touch is alive.
+    for (auto& o : outboxes_) o.clear();
   }
 
   [[nodiscard]] hub_stats stats() const noexcept {
-    constexpr auto r = std::memory_order_relaxed;
-    hub_stats s;
-    s.connections = connections_.load(r);
-    s.frames_in = frames_in_.load(r);
-    s.frames = frames_.load(r);
-    s.bytes = bytes_.load(r);
-    s.guest_frames = guest_frames_.load(r);
-    s.held = held_.load(r);
-    s.peak_held = peak_held_.load(r);
-    s.peak_destination = peak_destination_.load(r);
-    s.largest_frame = largest_frame_.load(r);
-    s.share = share_;
-    s.reading = reading_.now.load(r);
-    s.peak_reading = reading_.peak.load(r);
-    s.peak_footprint = peak_footprint_.load(r);
-    s.window_max = window_max_;
-    s.min_window = min_window_.load(r);
-    s.admit_waits = admit_waits_.load(r);
-    s.trims = trims_.load(r);
-    s.dropped = dropped_.load(r);
-    s.ticks_ok = ticks_[0].load(r);
-    s.ticks_soft = ticks_[1].load(r);
-    s.ticks_hard = ticks_[2].load(r);
-    return s;
+    const auto get = [](const auto& a) { return a.load(std::memory_order_relaxed); };
+    return {.connections = get(connections_), .open = get(open_), .frames_in = get(frames_in_),
+            .frames = get(frames_), .bytes = get(bytes_), .guest_frames = get(guest_frames_),
+            .held = get(held_), .peak_held = get(peak_held_),
+            .peak_destination = get(peak_destination_), .largest_frame = get(largest_frame_),
+            .share = share_, .reading = get(reading_.now), .peak_reading = get(reading_.peak),
+            .peak_footprint = get(peak_footprint_), .trims = get(trims_), .dropped = get(dropped_),
+            .window_max = window_max_, .min_window = get(min_window_),
+            .admit_waits = get(admit_waits_), .ticks_ok = get(ticks_[0]),
+            .ticks_soft = get(ticks_[1]), .ticks_hard = get(ticks_[2])};
   }
 
   [[nodiscard]] std::vector<conn_error> errors() const {
@@ -230,19 +203,31 @@ class hub {
   }
 
  private:
-  // One accepted connection, as the pump, the drain and the hub's ending see it. The socket
-  // closes when the last of them lets go.
-  struct link {
-    link(int fd, std::size_t index) noexcept : fd(fd), index(index) {}
-    link(const link&) = delete;
-    link& operator=(const link&) = delete;
-    ~link() { ::close(fd); }
+  // One accepted connection. Its socket's executor is the connection's strand, on which its
+  // reader, writer and watcher run: every field but `rank` is theirs alone. The socket closes
+  // when the last of them lets go.
+  struct conn {
+    conn(asio::ip::tcp::socket s, std::size_t index)
+        : socket(std::move(s)), timer(socket.get_executor()), fd(socket.native_handle()),
+          index(index) {}
 
-    const int fd;
-    const std::size_t index;       // accept order
-    std::int64_t id = -1;          // set once its hello is valid
-    bool rank = false;             // guarded by mu_
-    std::atomic<bool> failed{false};  // reported and closed: the drain reports no more
+    asio::ip::tcp::socket socket;
+    asio::steady_timer timer;  // the watcher's
+    const int fd;              // for the hub's ending, which shuts it down from another thread
+    const std::size_t index;   // accept order
+    std::int64_t id = -1;      // set once its hello is valid
+    bool rank = false;         // written under mu_, which the hub's ending reads it under
+    bool failed = false;       // reported and closed
+    bool reading = true, writing = false;  // its reader and its writer run
+    bool read_timed_out = false;
+    clock::time_point read_deadline = no_deadline, write_deadline = no_deadline;
+    int queued_mark = -1;  // the socket's unacknowledged bytes at the watcher's last look
+
+    // Its reader or writer is done: the watcher ends with the last of them.
+    void done(bool& part) {
+      part = false;
+      if (!reading && !writing) timer.cancel();
+    }
   };
 
   // A counter of bytes with its peak.
@@ -260,16 +245,21 @@ class hub {
   // whichever path it took (written, dropped, or abandoned).
   class parcel {
    public:
-    parcel(hub& h, const header& head, sluice::buffer body, std::int64_t units) noexcept
-        : head(head), body(std::move(body)), hub_(&h), units_(units) {}
+    parcel(hub& h, const header& head, sluice::buffer body, sluice::permit<sluice::gate> first,
+           std::int64_t units) noexcept
+        : head(head), body(std::move(body)), hub_(&h), first_(std::move(first)), units_(units) {}
     parcel(parcel&& other) noexcept
         : head(other.head), body(std::move(other.body)), hub_(std::exchange(other.hub_, nullptr)),
-          units_(other.units_) {}
+          first_(std::move(other.first_)), units_(other.units_) {}
     parcel& operator=(parcel&&) = delete;
     ~parcel() { release(); }
 
+    // The buffer goes back to the pool before the units do, so the reader they admit finds it.
     void release() noexcept {
-      if (hub_ != nullptr) std::exchange(hub_, nullptr)->give_back(head.destination, std::move(body), units_);
+      if (hub_ == nullptr) return;
+      outbox& to = std::exchange(hub_, nullptr)->give_back(head.destination, std::move(body));
+      first_.release();
+      for (std::int64_t u = 1; u < units_; ++u) to.window.note_done();
     }
 
     header head;
@@ -277,101 +267,123 @@ class hub {
 
    private:
     hub* hub_;
+    sluice::permit<sluice::gate> first_;  // the unit async_admit gave
     std::int64_t units_;
   };
 
-  // What the pumps hand one destination's drain: a queue, and the window that bounds it.
+  // What the readers hand one destination's writer: a queue, and the window that bounds it.
   class outbox {
    public:
-    outbox() : window(1) {}  // slow start: ok ticks open the window to its share
+    explicit outbox(const asio::io_context::executor_type& ex)
+        : admitting(ex, 1), window(1), doorbell_(ex, 1) {  // slow start: ok ticks open the window
+      admitting.try_send(std::error_code{}, true);
+    }
 
     void push(parcel&& p) {
+      bool ring = false;
       {
         std::lock_guard lk(mu_);
         queue_.push_back(std::move(p));
+        ring = std::exchange(writer_waits_, false);
       }
-      cv_.notify_one();
+      if (ring) doorbell_.try_send(std::error_code{}, true);
     }
-    // The next parcel, or nothing once the outbox is closed and empty.
-    std::optional<parcel> pop() {
-      std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return !queue_.empty() || closed_; });
-      if (queue_.empty()) return std::nullopt;
-      std::optional<parcel> p{std::move(queue_.front())};
-      queue_.pop_front();
-      return p;
+    // Moves up to `most` parcels into `out`, waiting while there are none; false once the
+    // outbox is closed and empty.
+    asio::awaitable<bool> take(std::vector<parcel>& out, std::size_t most) {
+      for (;;) {
+        {
+          std::lock_guard lk(mu_);
+          if (!queue_.empty()) {
+            while (!queue_.empty() && out.size() < most) {
+              out.push_back(std::move(queue_.front()));
+              queue_.pop_front();
+            }
+            co_return true;
+          }
+          if (closed_) co_return false;
+          writer_waits_ = true;
+        }
+        co_await doorbell_.async_receive(asio::use_awaitable);  // a token may be stale: look again
+      }
     }
     void close() {
       {
         std::lock_guard lk(mu_);
         closed_ = true;
       }
-      cv_.notify_all();
+      doorbell_.try_send(std::error_code{}, true);
+    }
+    void clear() {
+      std::deque<parcel> left;
+      std::lock_guard lk(mu_);
+      left.swap(queue_);
     }
 
-    std::mutex admitting;  // one pump at a time counts a frame's units (see admit())
-    sluice::gate window;   // units of admission_unit admitted for this destination
-    gauge held;           // the capacities of its parcels
+    token_channel admitting;  // one reader at a time counts a frame's units (see admit())
+    sluice::gate window;      // units of admission_unit admitted for this destination
+    gauge held;               // the capacities of its parcels
     std::atomic<bool> cut_off{false};  // its rank's connection failed: nothing more is queued
 
    private:
     std::mutex mu_;
-    std::condition_variable cv_;
     std::deque<parcel> queue_;
+    bool writer_waits_ = false;
     bool closed_ = false;
+    token_channel doorbell_;  // rung when a waiting writer has something to take
   };
 
   // ---- admission and the bytes held ----
 
-  // Blocks the calling pump until the frame's destination has room, then counts all the
-  // frame's units there: one through admit(), which waits while the window is full, the rest
-  // through note_submitted(), which never refuses. So a window passes its cap by at most one
-  // frame, and a frame larger than the whole window still goes, alone. The destination's
-  // admitting mutex makes the two steps one for the other pumps: without it, a second pump could
-  // take its first unit between the first pump's admit() and its note_submitted()s, and two
-  // large frames would pass the cap.
-  parcel admit(const header& h, sluice::buffer body) {
+  // Waits (without blocking a thread) until the frame's destination has room, then counts all
+  // the frame's units there: one through async_admit, the rest through note_submitted(), which
+  // never refuses. So a window passes its cap by at most one frame, and a frame larger than the
+  // whole window still goes, alone. The destination's `admitting` token makes the two steps one
+  // for the other readers: without it, a second reader could take its first unit between the
+  // first one's admission and its note_submitted()s, and two large frames would pass the cap.
+  asio::awaitable<parcel> admit(const header& h, sluice::buffer body) {
     outbox& to = outboxes_[h.destination];
     const std::int64_t units = units_for(body.capacity());
-    {
-      // A frame that waits is counted as it begins to wait (once), so that a wait that never
-      // ends shows too.
-      bool waits = false;
-      const auto note_wait = [&] {
-        if (!std::exchange(waits, true)) admit_waits_.fetch_add(1, std::memory_order_relaxed);
-      };
-      std::unique_lock lk(to.admitting, std::try_to_lock);
-      if (!lk.owns_lock()) {  // another pump is admitting: this one waits behind it
-        note_wait();
-        lk.lock();
-      }
-      if (!to.window.try_admit()) {
-        note_wait();
-        to.window.admit();  // woken by give_back's note_done, or by the controller opening it
-      }
-      for (std::int64_t u = 1; u < units; ++u) to.window.note_submitted();
+    // A frame that waits is counted as it begins to wait (once), so that a wait that never ends
+    // shows too.
+    bool waits = false;
+    const auto note_wait = [&] {
+      if (!std::exchange(waits, true)) admit_waits_.fetch_add(1, std::memory_order_relaxed);
+    };
+    if (!to.admitting.try_receive([](std::error_code, bool) {})) {  // another frame is admitting
+      note_wait();
+      co_await to.admitting.async_receive(asio::use_awaitable);
     }
+    sluice::permit<sluice::gate> first(to.window);  // try_admit
+    if (!first) {
+      note_wait();
+      // Woken by a parcel's release, or by the controller opening the window.
+      first = co_await sluice::async_admit(to.window, asio::use_awaitable);
+    }
+    for (std::int64_t u = 1; u < units; ++u) to.window.note_submitted();
+    to.admitting.try_send(std::error_code{}, true);
     const auto capacity = static_cast<std::int64_t>(body.capacity());
     detail::raise_to(peak_destination_, to.held.add(capacity));
     detail::raise_to(peak_held_, held_.fetch_add(capacity, std::memory_order_relaxed) + capacity);
     detail::raise_to(largest_frame_, capacity);
-    return parcel(*this, h, std::move(body), units);
+    co_return parcel(*this, h, std::move(body), std::move(first), units);
   }
 
-  // The buffer goes back to the pool before the units do, so the pump that they wake finds it
-  // there.
-  void give_back(std::uint32_t destination, sluice::buffer&& b, std::int64_t units) noexcept {
+  outbox& give_back(std::uint32_t destination, sluice::buffer&& b) noexcept {
     const auto capacity = static_cast<std::int64_t>(b.capacity());
     outboxes_[destination].held.add(-capacity);
     held_.fetch_sub(capacity, std::memory_order_relaxed);
     pool_.retire(std::move(b));
-    for (std::int64_t u = 0; u < units; ++u) outboxes_[destination].window.note_done();
+    return outboxes_[destination];
   }
 
-  void control_loop() {
-    std::unique_lock lk(control_mu_);
+  asio::awaitable<void> control_loop() {
+    asio::steady_timer tick(co_await asio::this_coro::executor);
     const auto budget = static_cast<std::int64_t>(options_.budget);
-    while (!control_cv_.wait_for(lk, options_.tick, [&] { return stopping_; })) {
+    // Set once every outbox is closed: nothing is admitted any more.
+    while (!controller_done_.load(std::memory_order_relaxed)) {
+      tick.expires_after(options_.tick);
+      co_await tick.async_wait(as_tuple());
       // The traffic's bytes move the windows; what the pool keeps is given up first, trimmed
       // whenever it would take the whole footprint to the budget.
       const std::int64_t traffic = held_.load(std::memory_order_relaxed) +
@@ -394,138 +406,125 @@ class hub {
 
   // ---- connections ----
 
-  void accept_loop() {
-    std::map<std::size_t, std::thread> served;  // by accept index
-    // Joins the threads whose connections have ended, so that connections that come and go do
-    // not pile up finished threads.
-    const auto reap = [&](std::vector<std::size_t> done) {
-      for (const std::size_t i : done) {
-        served.at(i).join();
-        served.erase(i);
-      }
-    };
+  asio::awaitable<void> accept_loop() {
     for (std::size_t index = 0;; ++index) {
-      {
-        // At most max_connections at once: the next waits in the listen backlog meanwhile (an
-        // idle one holds its place only until its hello's deadline).
-        std::unique_lock lk(mu_);
-        slots_.wait(lk, [&] { return links_.size() < options_.max_connections || ending_; });
-        if (ending_) break;
-        std::vector<std::size_t> done = std::exchange(finished_, {});
-        lk.unlock();
-        reap(std::move(done));
-      }
-      int fd = -1;
-      do {
-        fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      } while (fd < 0 && (errno == EINTR || errno == ECONNABORTED));
-      if (fd < 0) {
-        std::unique_lock lk(mu_);
-        if (!ending_) {  // not the hub's own shutdown of the listening socket
-          const int e = errno;
-          lk.unlock();
+      if (!co_await place_for_one()) break;
+      auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(io_), as_tuple());
+      if (ec) {
+        if (!ending()) {  // not the hub's own cancel
           fail_unlinked(index, conn_error_kind::internal,
-                        std::string("accept failed, accepting no more: ") + std::strerror(e));
+                        "accept failed, accepting no more: " + ec.message());
         }
         break;
       }
       connections_.fetch_add(1, std::memory_order_relaxed);
-      auto l = std::make_shared<link>(fd, index);
+      try {
+        auto c = std::make_shared<conn>(std::move(socket), index);
+        {
+          std::lock_guard lk(mu_);
+          if (ending_) continue;  // came after the ranks were done: nothing to serve it for
+          links_.push_back(c);
+        }
+        open_.fetch_add(1, std::memory_order_relaxed);
+        c->socket.set_option(asio::ip::tcp::no_delay(true), ec);
+        c->socket.non_blocking(true, ec);  // read_full and write_out try without waiting first
+        asio::co_spawn(c->socket.get_executor(), serve(c), asio::detached);
+      } catch (const std::exception& e) {
+        fail_unlinked(index, conn_error_kind::internal, std::string("not served: ") + e.what());
+      }
+    }
+    std::error_code ignored;
+    acceptor_.close(ignored);  // later connections are refused
+    std::lock_guard lk(mu_);
+    accepting_ = false;
+    close_outboxes_if_done();
+  }
+
+  // Waits while max_connections are read (the next waits in the listen backlog meanwhile: an
+  // idle one holds its place only until its hello's deadline); false once the hub is ending.
+  asio::awaitable<bool> place_for_one() {
+    for (;;) {
       {
         std::lock_guard lk(mu_);
-        if (ending_) continue;  // came after the ranks were done: nothing to serve it for
-        links_.push_back(l);
+        if (ending_) co_return false;
+        if (links_.size() < options_.max_connections) co_return true;
+        waiting_for_place_ = true;
       }
-      set_nodelay(fd);
-      try {
-        served.emplace(index, std::thread([this, l] { serve(*l); }));
-      } catch (const std::exception& e) {
-        fail(*l, conn_error_kind::internal, std::string("no thread: ") + e.what());
-        unlink(*l);
-        std::lock_guard lk(mu_);
-        std::erase(finished_, index);
-      }
-    }
-    for (auto& [index, t] : served) t.join();
-    for (auto& o : outboxes_) o.close();  // no pump is left: what is queued is all there is
-    for (auto& t : drains_) t.join();
-    // Only a hub that stopped accepting before every rank came has outboxes without a drain:
-    // their parcels give back now, while everything they touch is alive.
-    for (auto& o : outboxes_) {
-      while (o.pop()) {
-      }
+      co_await place_freed_.async_receive(asio::use_awaitable);
     }
   }
 
-  void serve(link& l) {
+  asio::awaitable<void> serve(std::shared_ptr<conn> c) {
+    asio::co_spawn(c->socket.get_executor(), watch(c), asio::detached);
     try {
       std::array<std::byte, hello_bytes> raw;
-      const io_result r = read_exact_until(l.fd, raw.data(), raw.size(),
-                                           std::chrono::steady_clock::now() + options_.io_timeout);
+      c->read_deadline = clock::now() + options_.io_timeout;
+      const auto [ec, got] = co_await asio::async_read(c->socket, asio::buffer(raw), as_tuple());
+      c->read_deadline = no_deadline;
       std::uint32_t claimed = 0;
-      if (r.done < raw.size()) {
-        if (!ending()) {
-          fail(l, r.error == ETIMEDOUT ? conn_error_kind::timeout : conn_error_kind::bad_hello,
-               "the peer sent " + std::to_string(r.done) + " of the hello's " +
-                   std::to_string(hello_bytes) + " bytes" +
-                   (r.error == ETIMEDOUT ? " in " + std::to_string(options_.io_timeout.count()) + " ms"
-                                         : std::string()));
+      if (got < raw.size()) {
+        if (!c->failed && !ending()) {
+          fail(*c, c->read_timed_out ? conn_error_kind::timeout : conn_error_kind::bad_hello,
+               "the peer sent " + std::to_string(got) + " of the hello's " +
+                   std::to_string(hello_bytes) + " bytes" + (c->read_timed_out ? " in " + timeout_text_ : ""));
         }
       } else if (!decode_hello(raw.data(), claimed)) {
-        fail(l, conn_error_kind::bad_hello, "the hello is not a relay hello");
-      } else if (claimed < options_.ranks && !claim_rank(l, claimed)) {
-        fail(l, conn_error_kind::duplicate_rank,
+        fail(*c, conn_error_kind::bad_hello, "the hello is not a relay hello");
+      } else if (claimed < options_.ranks && !claim_rank(c, claimed)) {
+        fail(*c, conn_error_kind::duplicate_rank,
              "rank " + std::to_string(claimed) + " is already connected");
       } else {
-        if (claimed >= options_.ranks) l.id = claimed;  // a rank's is set by claim_rank
-        pump(l);
+        if (claimed >= options_.ranks) c->id = claimed;  // a rank's is set by claim_rank
+        co_await pump(*c);
       }
     } catch (const std::exception& e) {
-      fail(l, conn_error_kind::internal, e.what());
+      fail(*c, conn_error_kind::internal, e.what());
     }
-    unlink(l);
+    c->done(c->reading);
+    unlink(*c);
   }
 
-  // Records a rank's connection and starts its drain; false if the rank is already connected.
-  // Throws (the rank left unclaimed) if the drain's thread cannot start.
-  bool claim_rank(link& l, std::uint32_t r) {
-    std::lock_guard lk(mu_);
-    if (rank_connected_[r]) return false;
-    l.id = r;  // before the drain, which reads it, starts
-    try {
-      // The drain keeps the link (and so the socket) until it ends.
-      drains_.emplace_back([this, keep = find(l), r] { drain(*keep, r); });
-    } catch (...) {
-      l.id = -1;
-      throw;
+  // Records a rank's connection and starts its writer; false if the rank is already connected.
+  bool claim_rank(const std::shared_ptr<conn>& c, std::uint32_t r) {
+    {
+      std::lock_guard lk(mu_);
+      if (rank_connected_[r]) return false;
+      rank_connected_[r] = true;
+      c->rank = true;
     }
-    rank_connected_[r] = true;
-    l.rank = true;
+    c->id = r;
+    c->writing = true;
+    asio::co_spawn(c->socket.get_executor(), write_out(c, r), asio::detached);
     return true;
   }
 
-  std::shared_ptr<link> find(const link& l) const {  // mu_ held
-    for (const auto& p : links_) {
-      if (p.get() == &l) return p;
-    }
-    return nullptr;
-  }
-
-  // The pump is done with this connection (a rank's socket stays open for its drain). The
-  // last rank's pump ending ends the hub (see the file's head).
-  void unlink(link& l) {
+  // The reader is done with this connection (a rank's socket stays open for its writer). The
+  // last rank's reader ending ends the hub (see the file's head).
+  void unlink(conn& c) {
+    open_.fetch_sub(1, std::memory_order_relaxed);
     std::lock_guard lk(mu_);
-    std::erase_if(links_, [&](const std::shared_ptr<link>& p) { return p.get() == &l; });
-    finished_.push_back(l.index);
-    slots_.notify_one();
-    if (l.rank && ++ranks_done_ == options_.ranks) {
+    std::erase_if(links_, [&](const std::shared_ptr<conn>& p) { return p.get() == &c; });
+    if (std::exchange(waiting_for_place_, false)) place_freed_.try_send(std::error_code{}, true);
+    if (c.rank && ++ranks_done_ == options_.ranks) {
       ending_ = true;
-      ::shutdown(listen_fd_, SHUT_RDWR);  // wakes the accept loop
-      slots_.notify_one();                // or its wait for a place
+      asio::post(accept_strand_, [this] {
+        std::error_code ignored;
+        acceptor_.cancel(ignored);  // ends a pending accept; the loop sees ending_ before another
+      });
+      place_freed_.try_send(std::error_code{}, true);  // or its wait for a place
       for (const auto& p : links_) {
-        if (!p->rank) ::shutdown(p->fd, SHUT_RD);  // its pump reads EOF
+        if (!p->rank) ::shutdown(p->fd, SHUT_RD);  // its reader reads EOF
       }
     }
+    close_outboxes_if_done();
+  }
+
+  // No reader is left and none will come (mu_ held): what is queued is all there is.
+  void close_outboxes_if_done() {
+    if (accepting_ || !links_.empty() || outboxes_closed_) return;
+    outboxes_closed_ = true;
+    for (auto& o : outboxes_) o.close();
+    controller_done_.store(true, std::memory_order_relaxed);
   }
 
   bool ending() const {
@@ -533,105 +532,143 @@ class hub {
     return ending_;
   }
 
+  // Watches a connection's deadlines with its timer, until its reader and writer are done. A
+  // read past its deadline is ended by shutting down the read side (the reader reads EOF and,
+  // seeing read_timed_out, reports it); a write that has made no progress for io_timeout fails
+  // the connection. Progress is the peer taking bytes: the write completing, or the socket's
+  // queue of unacknowledged bytes (SIOCOUTQ) shrinking, which can happen long before the socket
+  // polls writable (a third of its buffer free), so the watcher looks every io_timeout / 8.
+  asio::awaitable<void> watch(std::shared_ptr<conn> c) {
+    while (c->reading || c->writing) {
+      const auto now = clock::now();
+      if (c->read_deadline <= now) {
+        c->read_deadline = no_deadline;
+        c->read_timed_out = true;
+        ::shutdown(c->fd, SHUT_RD);
+      }
+      auto next = c->read_deadline;
+      if (c->write_deadline != no_deadline) {
+        int queued = 0;
+        if (::ioctl(c->fd, SIOCOUTQ, &queued) == 0) {
+          if (c->queued_mark >= 0 && queued < c->queued_mark) c->write_deadline = now + options_.io_timeout;
+          c->queued_mark = queued;
+        }
+        if (c->write_deadline <= now) {
+          c->write_deadline = no_deadline;
+          fail(*c, conn_error_kind::write_failed,
+               "writing to rank " + std::to_string(c->id) + ": it took no byte in " +
+                   timeout_text_);
+        } else {
+          next = std::min({next, c->write_deadline, now + write_check_});
+        }
+      }
+      // With nothing due, look again in io_timeout: a deadline set meanwhile is later than that.
+      c->timer.expires_at(next != no_deadline ? next : now + options_.io_timeout);
+      co_await c->timer.async_wait(as_tuple());  // cancelled early by conn::done
+    }
+  }
+
   // Reads frames from one connection until its peer closes (the normal end) or sends something
   // the hub will not route; then the connection is closed and the others go on.
-  void pump(link& l) {
-    const auto id = static_cast<std::uint32_t>(l.id);
+  asio::awaitable<void> pump(conn& c) {
+    const auto id = static_cast<std::uint32_t>(c.id);
+    std::array<std::byte, header_bytes> raw;
     for (std::uint64_t n = 0;; ++n) {
       const auto bad = [&](conn_error_kind kind, const std::string& what) {
-        fail(l, kind, "frame " + std::to_string(n) + ": " + what);
+        fail(c, kind, "frame " + std::to_string(n) + ": " + what);
       };
-      std::array<std::byte, header_bytes> raw;
       // A rank may be quiet between frames as long as it likes; a guest for io_timeout, so that
       // quiet guests cannot hold the hub's connections (max_connections) from the ranks.
-      io_result r = l.rank ? read_exact(l.fd, raw.data(), 1)
-                           : read_exact_until(l.fd, raw.data(), 1,
-                                              std::chrono::steady_clock::now() + options_.io_timeout);
-      const auto deadline = std::chrono::steady_clock::now() + options_.io_timeout;
-      if (r.done == 1) {
-        const io_result rest = read_exact_until(l.fd, raw.data() + 1, raw.size() - 1, deadline);
-        r = {1 + rest.done, rest.error};
+      c.read_deadline = c.rank ? no_deadline : clock::now() + options_.io_timeout;
+      std::error_code ec;
+      std::size_t got = c.socket.read_some(asio::buffer(raw), ec);
+      if (ec == asio::error::would_block) {
+        std::tie(ec, got) = co_await c.socket.async_read_some(asio::buffer(raw), as_tuple());
       }
-      if (r.done == 0 && (r.error == 0 || ending())) return;  // the peer or the hub ended it
-      if (r.done == 0 && r.error == ETIMEDOUT) {
-        bad(conn_error_kind::timeout, "a guest quiet for " +
-                                          std::to_string(options_.io_timeout.count()) + " ms");
-        return;
+      c.read_deadline = clock::now() + options_.io_timeout;  // the frame is due whole by then
+      if (!ec && got < raw.size()) {
+        const auto [rest_ec, rest] = co_await read_full(c, asio::buffer(raw) + got);
+        got += rest;
+        ec = rest_ec;
       }
-      if (r.done < raw.size()) {
-        if (r.error == 0 && ending()) return;  // the hub cut it short: nothing to report
-        if (r.error == 0) {
-          bad(conn_error_kind::truncated_header,
-              "the peer closed after " + std::to_string(r.done) + " of " +
-                  std::to_string(header_bytes) + " header bytes");
-        } else {
-          bad(read_error_kind(r.error), std::string(std::strerror(r.error)) + " after " +
-                                            std::to_string(r.done) + " of " +
-                                            std::to_string(header_bytes) + " header bytes");
+      if (got < raw.size()) {
+        const std::string where =
+            std::to_string(got) + " of " + std::to_string(header_bytes) + " header bytes";
+        if (c.failed || (got == 0 && !c.read_timed_out && (ec == asio::error::eof || ending()))) {
+          co_return;  // reported, or the peer or the hub ended it
         }
-        return;
+        if (c.read_timed_out) {
+          bad(conn_error_kind::timeout, got == 0 ? "a guest quiet for " + timeout_text_
+                                                 : "not whole in " + timeout_text_ + ": " + where);
+        } else if (ec != asio::error::eof) {
+          bad(read_error_kind(ec), ec.message() + " after " + where);
+        } else if (!ending()) {
+          bad(conn_error_kind::truncated_header, "the peer closed after " + where);
+        }
+        co_return;
       }
       const header h = decode(raw.data());
       if (h.magic != frame_magic) {
         char hex[16];
         std::snprintf(hex, sizeof hex, "0x%08x", static_cast<unsigned>(h.magic));
         bad(conn_error_kind::bad_magic, std::string("magic ") + hex + " is not a relay frame's");
-        return;
+        co_return;
       }
       if (!h.is(frame_kind::data) && !(h.is(frame_kind::end) && h.length == 0)) {
         bad(conn_error_kind::bad_kind,
             "kind " + std::to_string(h.kind) + " with length " + std::to_string(h.length));
-        return;
+        co_return;
       }
       if (h.source != id) {
         bad(conn_error_kind::bad_source,
             "source " + std::to_string(h.source) + " on the connection of " + std::to_string(id));
-        return;
+        co_return;
       }
       if (h.destination >= options_.ranks || h.destination == id) {
         bad(conn_error_kind::bad_destination,
             "destination " + std::to_string(h.destination) + " is not another rank");
-        return;
+        co_return;
       }
       // A destination the hub has cut off: a guest that sends to it is closed; a rank's frame
       // for it is read and dropped (counted), and the rank served on, so that one failed rank
       // does not take down every rank that sends to it.
       const bool cut_off = outboxes_[h.destination].cut_off.load(std::memory_order_relaxed);
-      if (cut_off && !l.rank) {
+      if (cut_off && !c.rank) {
         bad(conn_error_kind::bad_destination, "rank " + std::to_string(h.destination) +
                                                   "'s connection has been closed");
-        return;
+        co_return;
       }
       if (h.length > ceiling_) {
         bad(conn_error_kind::oversize, "announces " + std::to_string(h.length) +
                                            " payload bytes, above the ceiling of " +
                                            std::to_string(ceiling_));
-        return;
+        co_return;
       }
       // The frame's buffer counts as being read until its destination has admitted it.
       reading_bytes counted{reading_};
       std::optional<sluice::buffer> body;
       try {
-        body = read_body(l, h, deadline, counted);
+        body = co_await read_body(c, h, counted);
       } catch (const std::bad_alloc&) {
         bad(conn_error_kind::out_of_memory,
             "no memory for " + std::to_string(h.length) + " payload bytes");
-        return;
+        co_return;
       }
-      if (!body) return;  // reported
+      c.read_deadline = no_deadline;  // waiting for admission is not reading
+      if (!body) co_return;  // reported
       if (cut_off) {
         dropped_.fetch_add(h.is(frame_kind::data), std::memory_order_relaxed);
         pool_.retire(std::move(*body));
         continue;
       }
       frames_in_.fetch_add(h.is(frame_kind::data), std::memory_order_relaxed);
-      parcel p = admit(h, std::move(*body));
+      parcel p = co_await admit(h, std::move(*body));
       counted.set(0);  // held now, by the parcel
       outboxes_[h.destination].push(std::move(p));
     }
   }
 
-  // The bytes of the buffer a pump holds outside any window, in reading_.
+  // The bytes of the buffer a reader holds outside any window, in reading_.
   struct reading_bytes {
     gauge& g;
     std::int64_t n = 0;
@@ -639,11 +676,10 @@ class hub {
     ~reading_bytes() { g.add(-n); }
   };
 
-  // Reads a frame's body whole by the deadline, into a buffer that grows as bytes arrive. Nothing
-  // (the failure reported) if the peer stops short, the read fails or the deadline passes.
-  std::optional<sluice::buffer> read_body(link& l, const header& h,
-                                          std::chrono::steady_clock::time_point deadline,
-                                          reading_bytes& counted) {
+  // Reads a frame's body whole by the read deadline, into a buffer that grows as bytes arrive.
+  // Nothing (the failure reported) if the peer stops short, the read fails or the deadline passes.
+  asio::awaitable<std::optional<sluice::buffer>> read_body(conn& c, const header& h,
+                                                          reading_bytes& counted) {
     sluice::buffer body;
     std::size_t got = 0;
     while (got < h.length) {
@@ -654,102 +690,147 @@ class hub {
         counted.set(static_cast<std::int64_t>(larger.capacity()));
         pool_.retire(std::exchange(body, std::move(larger)));
       }
-      const io_result r = read_exact_until(l.fd, body.data() + got, body.size() - got, deadline);
-      got += r.done;
-      if (got == body.size()) continue;
+      const auto [ec, n] = co_await read_full(c, asio::buffer(body.data() + got, body.size() - got));
+      got += n;
+      if (!ec) continue;
       const std::string where = " after " + std::to_string(got) + " of " +
                                 std::to_string(h.length) + " payload bytes (serial " +
                                 std::to_string(h.serial) + ")";
-      if (r.error == 0 && ending()) {
-        // The hub cut it short: nothing to report.
-      } else if (r.error == 0) {
-        fail(l, conn_error_kind::truncated_payload, "the peer closed" + where);
+      if (c.failed) {
+        // Reported.
+      } else if (c.read_timed_out) {
+        fail(c, conn_error_kind::timeout, "not whole in " + timeout_text_ + where);
+      } else if (ec == asio::error::eof) {
+        if (!ending()) fail(c, conn_error_kind::truncated_payload, "the peer closed" + where);
       } else {
-        fail(l, read_error_kind(r.error), std::strerror(r.error) + where);
+        fail(c, read_error_kind(ec), ec.message() + where);
       }
       pool_.retire(std::move(body));
-      return std::nullopt;
+      co_return std::nullopt;
     }
-    return body;
+    co_return std::optional<sluice::buffer>(std::move(body));
   }
 
-  static conn_error_kind read_error_kind(int error) noexcept {
-    return error == ETIMEDOUT    ? conn_error_kind::timeout
-           : error == ECONNRESET ? conn_error_kind::reset
-                                 : conn_error_kind::read_error;
+  // Fills b: with what the socket holds now, without a trip through the io_context, and
+  // asynchronously for the rest. The bytes read, and the error that stopped it short.
+  asio::awaitable<std::tuple<std::error_code, std::size_t>> read_full(conn& c, asio::mutable_buffer b) {
+    std::error_code ec;
+    std::size_t got = 0;
+    while (got < b.size() && !ec) got += c.socket.read_some(b + got, ec);
+    if (ec != asio::error::would_block) co_return std::tuple(ec, got);
+    const auto [rest_ec, rest] = co_await asio::async_read(c.socket, b + got, as_tuple());
+    co_return std::tuple(rest_ec, got + rest);
   }
 
-  // Writes one rank's outbox to its connection until the outbox closes.
-  void drain(link& l, std::uint32_t rank) {
+  static conn_error_kind read_error_kind(const std::error_code& ec) noexcept {
+    return ec == asio::error::connection_reset ? conn_error_kind::reset : conn_error_kind::read_error;
+  }
+
+  // Writes one rank's outbox to its connection until the outbox closes: up to max_batch frames
+  // in one gathered write, each retired the moment its last byte is written. After a failed
+  // write it keeps emptying the outbox, dropping, so that admissions come back.
+  static constexpr std::size_t max_batch = 16;  // 2 pieces a frame, 4 for a duplicate: <= 64
+  asio::awaitable<void> write_out(std::shared_ptr<conn> c, std::uint32_t rank) {
+    outbox& box = outboxes_[rank];
+    std::vector<parcel> batch;
+    std::vector<asio::const_buffer> pieces;
+    std::array<std::array<std::byte, header_bytes>, max_batch> heads;
+    std::array<std::size_t, max_batch> ends{};  // where each parcel's bytes end in the batch
+    std::array<int, max_batch> copies{};
     bool broken = false;
-    while (std::optional<parcel> p = outboxes_[rank].pop()) {
-      int copies = broken ? 0 : 1;
-      if (broken && p->head.is(frame_kind::data)) dropped_.fetch_add(1, std::memory_order_relaxed);
-      if (!broken && options_.inject != fault::none && p->head.is(frame_kind::data) &&
-          p->head.length != 0 &&
-          injected_.fetch_add(1, std::memory_order_relaxed) == options_.inject_at) {
-        copies = inject(*p);
-      }
-      for (int c = 0; c < copies; ++c) {
-        std::array<std::byte, header_bytes> raw;
-        encode(p->head, raw.data());
-        if (const int err = write_all(l.fd, raw, p->body.bytes(), options_.io_timeout); err != 0) {
-          fail(l, conn_error_kind::write_failed,
-               std::string("writing to rank ") + std::to_string(rank) + ": " +
-                   (err == ETIMEDOUT
-                        ? "it took no byte in " + std::to_string(options_.io_timeout.count()) + " ms"
-                        : std::string(std::strerror(err))));
-          broken = true;  // keep emptying the outbox so that admissions come back
-          outboxes_[rank].cut_off.store(true, std::memory_order_relaxed);
-          break;
-        }
-        if (p->head.is(frame_kind::data)) {
-          (p->head.source < options_.ranks ? frames_ : guest_frames_)
-              .fetch_add(1, std::memory_order_relaxed);
-          if (p->head.source < options_.ranks) {
-            bytes_.fetch_add(p->head.length, std::memory_order_relaxed);
+    try {
+      while (co_await box.take(batch, max_batch)) {
+        pieces.clear();
+        std::size_t total = 0;
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          parcel& p = batch[i];
+          copies[i] = broken ? 0 : 1;
+          if (broken && p.head.is(frame_kind::data)) dropped_.fetch_add(1, std::memory_order_relaxed);
+          if (!broken && options_.inject != fault::none && p.head.is(frame_kind::data) &&
+              p.head.length != 0 &&
+              injected_.fetch_add(1, std::memory_order_relaxed) == options_.inject_at) {
+            copies[i] = inject(p);
           }
+          encode(p.head, heads[i].data());
+          for (int k = 0; k < copies[i]; ++k) {
+            pieces.emplace_back(heads[i].data(), header_bytes);
+            pieces.emplace_back(p.body.data(), p.head.length);
+            total += header_bytes + p.head.length;
+          }
+          ends[i] = total;
         }
+        std::size_t retired = 0;
+        const auto retire_through = [&](std::size_t written) {
+          for (; retired < batch.size() && ends[retired] <= written; ++retired) {
+            const header& h = batch[retired].head;
+            if (copies[retired] > 0 && h.is(frame_kind::data)) {
+              (h.source < options_.ranks ? frames_ : guest_frames_)
+                  .fetch_add(static_cast<std::uint64_t>(copies[retired]), std::memory_order_relaxed);
+              if (h.source < options_.ranks) bytes_.fetch_add(h.length, std::memory_order_relaxed);
+            }
+            batch[retired].release();  // its write is complete: the buffer goes back now
+          }
+        };
+        // What the socket takes at once, without a trip through the io_context; then the rest.
+        std::error_code ec;
+        const std::size_t at_once = c->socket.write_some(pieces, ec);
+        retire_through(at_once);
+        if (at_once < total && (!ec || ec == asio::error::would_block)) {
+          std::size_t left = at_once, whole = 0;  // step past what was written
+          for (; whole < pieces.size() && left >= pieces[whole].size(); ++whole) left -= pieces[whole].size();
+          pieces.erase(pieces.begin(), pieces.begin() + static_cast<std::ptrdiff_t>(whole));
+          if (!pieces.empty()) pieces.front() += left;
+          // Called as each write_some completes (and first with 0): progress restarts the deadline.
+          const auto progress = [&](const std::error_code& e, std::size_t written) -> std::size_t {
+            retire_through(at_once + written);
+            c->write_deadline = clock::now() + options_.io_timeout;
+            c->queued_mark = -1;
+            return e ? 0 : total;
+          };
+          std::size_t n = 0;
+          std::tie(ec, n) = co_await asio::async_write(c->socket, pieces, progress, as_tuple());
+          c->write_deadline = no_deadline;
+          retire_through(at_once + n);
+        }
+        if (ec) {
+          if (!c->failed) {
+            fail(*c, conn_error_kind::write_failed,
+                 "writing to rank " + std::to_string(rank) + ": " + ec.message());
+          }
+          broken = true;
+          box.cut_off.store(true, std::memory_order_relaxed);
+        }
+        batch.clear();  // what a failed write left gives back
       }
-      p->release();  // the write is complete: the buffer goes back to the pool now
+    } catch (const std::exception& e) {
+      fail(*c, conn_error_kind::internal, e.what());
     }
-    ::shutdown(l.fd, SHUT_WR);  // the rank reads EOF: everything for it has been written
+    ::shutdown(c->fd, SHUT_WR);  // the rank reads EOF: everything for it has been written
+    c->done(c->writing);
   }
 
   // Applies the --inject fault to this frame; returns how many times to write it.
   int inject(parcel& p) const {
     const header& h = p.head;
-    int copies = 1;
-    std::string what;
-    switch (options_.inject) {
-      case fault::flip:
-        p.body.data()[h.length / 2] ^= std::byte{0x20};
-        what = "flipped a bit of byte " + std::to_string(h.length / 2) + " of";
-        break;
-      case fault::drop:
-        copies = 0;
-        what = "dropped";
-        break;
-      case fault::dup:
-        copies = 2;
-        what = "duplicated";
-        break;
-      case fault::none:
-        break;
-    }
+    if (options_.inject == fault::flip) p.body.data()[h.length / 2] ^= std::byte{0x20};
+    const int copies = options_.inject == fault::drop ? 0 : options_.inject == fault::dup ? 2 : 1;
+    const std::string what = options_.inject == fault::flip
+                                 ? "flipped a bit of byte " + std::to_string(h.length / 2) + " of"
+                                 : copies == 0 ? "dropped" : "duplicated";
     std::fprintf(stderr, "hub: injected fault: %s frame (source %u, serial %llu) to rank %u\n",
                  what.c_str(), h.source, static_cast<unsigned long long>(h.serial),
                  h.destination);
     return copies;
   }
 
-  // Reports a connection's failure, once, and closes it both ways: its pump reads no more, and
-  // a rank's drain finds its writes failing (and empties its outbox without writing).
-  void fail(link& l, conn_error_kind kind, std::string message) {
-    // The pump and the drain may both find the connection broken: the first reports it.
-    if (l.failed.exchange(true, std::memory_order_relaxed)) return;
-    ::shutdown(l.fd, SHUT_RDWR);
-    report(l.index, l.id, kind, std::move(message));
+  // Reports a connection's failure, once, and closes it both ways: its reader reads no more,
+  // and a rank's writer finds its writes failing (and empties its outbox without writing).
+  void fail(conn& c, conn_error_kind kind, std::string message) {
+    if (std::exchange(c.failed, true)) return;  // the reader, writer and watcher share a strand
+    ::shutdown(c.fd, SHUT_RDWR);
+    std::error_code ignored;
+    c.socket.cancel(ignored);
+    report(c.index, c.id, kind, std::move(message));
   }
   void fail_unlinked(std::size_t index, conn_error_kind kind, std::string message) {
     report(index, -1, kind, std::move(message));
@@ -768,37 +849,40 @@ class hub {
   const std::size_t ceiling_;
   const std::int64_t share_;       // each destination's share of the budget, in bytes
   const std::int64_t window_max_;  // the share in units: every window's highest cap
+  const clock::duration write_check_;
+  const std::string timeout_text_;  // io_timeout, for messages
+  const unsigned threads_wanted_;
   Pool pool_;  // declared before the outboxes: parcels still queued retire into it
-  std::vector<outbox> outboxes_;   // one per rank
+  asio::io_context io_;
+  asio::strand<asio::io_context::executor_type> accept_strand_;
+  asio::ip::tcp::acceptor acceptor_;
+  const std::uint16_t port_;
+  token_channel place_freed_;   // rung when a reader ends while the acceptor waits for a place
+  std::deque<outbox> outboxes_;  // one per rank
 
-  mutable std::mutex mu_;  // guards everything below up to ending_
+  mutable std::mutex mu_;  // guards everything below up to outboxes_closed_
   std::vector<conn_error> errors_;
-  std::vector<std::shared_ptr<link>> links_;  // connections whose pump runs
-  std::vector<std::size_t> finished_;         // accept indices whose serve() is ending
-  std::condition_variable slots_;             // links_ shrank, or the hub is ending
+  std::vector<std::shared_ptr<conn>> links_;  // connections whose reader runs
   std::vector<bool> rank_connected_;
-  std::vector<std::thread> drains_;
-  std::uint32_t ranks_done_ = 0;  // ranks whose pump has ended
-  bool ending_ = false;           // every rank is done: accept no more, end the other pumps
+  std::uint32_t ranks_done_ = 0;  // ranks whose reader has ended
+  bool ending_ = false;           // every rank is done: accept no more, end the other readers
+  bool accepting_ = true;
+  bool waiting_for_place_ = false;
+  bool outboxes_closed_ = false;
 
-  std::mutex control_mu_;
-  std::condition_variable control_cv_;
-  bool stopping_ = false;
-
-  // Every atomic below, and cut_off and failed above, is a counter or a flag that publishes no
-  // data (parcels travel through the outboxes under their mutex, links under mu_): relaxed,
-  // synchronizing with nothing. A pump that reads cut_off late queues a frame that the broken
-  // drain then drops and counts.
+  // Every atomic below, and cut_off above, is a counter or a flag that publishes no data
+  // (parcels travel through the outboxes under their mutex, connections under mu_): relaxed,
+  // synchronizing with nothing. A reader that reads cut_off late queues a frame that the broken
+  // writer then drops and counts; the controller that reads controller_done_ late ticks once more.
   std::atomic<std::int64_t> held_{0}, peak_held_{0}, peak_destination_{0}, largest_frame_{0},
       peak_footprint_{0}, min_window_;
   gauge reading_;
-  std::atomic<std::uint64_t> connections_{0}, frames_in_{0}, frames_{0}, bytes_{0},
+  std::atomic<std::uint64_t> connections_{0}, open_{0}, frames_in_{0}, frames_{0}, bytes_{0},
       guest_frames_{0}, admit_waits_{0}, injected_{0}, trims_{0}, dropped_{0};
   std::array<std::atomic<std::uint64_t>, 3> ticks_{};
+  std::atomic<bool> controller_done_{false};
 
-  int listen_fd_ = -1;
-  std::uint16_t port_ = 0;
-  std::thread acceptor_, controller_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace relay

@@ -4,10 +4,11 @@
 // receiver checks every byte and the order per source; the exit status is the verdict. See
 // README.md for the options.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +53,8 @@ struct options {
   double timeout = -1;       // seconds; -1: 300, plus the duration
   bool selftest_bad_input = false;
   bool hostile = false;
+  std::size_t hostile_connections = 0;  // 0: the eight of --hostile, made once the ranks run
+  unsigned threads = 0;                 // the hub's; 0: one per core
   fault inject = fault::none;
   std::uint64_t inject_at = 100;
   double min_hit_rate = 0;   // percent of acquires the pool must answer from retired buffers
@@ -79,6 +82,10 @@ constexpr const char* usage_text =
     "                         that each is reported while the ranks' traffic completes intact\n"
     "  --hostile              also connect slow, idle, early and non-reading clients, which\n"
     "                         stay on throughout; the ranks' traffic must still complete\n"
+    "  --hostile-connections=N  --hostile with N connections (at least 8) held at once, made\n"
+    "                         before the ranks start; prints the hub process's resident memory\n"
+    "                         per connection\n"
+    "  --threads=N            threads running the hub's io_context (default: one per core)\n"
     "  --min-hit-rate=PCT     fail unless the pool answers at least PCT% of acquires\n"
     "  --versus-mutex=POINTS  run the traffic on sluice::mutex_pool, then again on\n"
     "                         sluice::pool, and fail unless sluice::pool's hit rate is at\n"
@@ -143,6 +150,11 @@ options parse(int argc, char** argv, std::size_t ceiling) {
       o.hostile = true;
     } else if (!has_value) {
       usage_error("unknown option or missing value: " + std::string(arg));
+    } else if (name == "--hostile-connections") {
+      o.hostile = true;
+      o.hostile_connections = parse_count(name, value, 8, 1'000'000);
+    } else if (name == "--threads") {
+      o.threads = static_cast<unsigned>(parse_count(name, value, 1, 1024));
     } else if (name == "--ranks") {
       o.ranks = static_cast<std::uint32_t>(parse_count(name, value, 2, 64));
     } else if (name == "--sizes") {
@@ -237,34 +249,22 @@ double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
 // ---- the watchdog: a run that stops making progress still ends ----
 
+// SIGALRM's handler only writes a message made beforehand and exits: both async-signal-safe.
 class watchdog {
  public:
-  explicit watchdog(double seconds)
-      : thread_([this, limit = std::chrono::duration<double>(seconds)] {
-          std::unique_lock lk(mu_);
-          if (!cv_.wait_for(lk, limit, [&] { return done_; })) {
-            std::fprintf(stderr, "relay: FAIL: no verdict after %.0f s; giving up\n",
-                         limit.count());
-            std::fflush(nullptr);
-            std::_Exit(3);
-          }
-        }) {}
-  ~watchdog() {
-    {
-      std::lock_guard lk(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
+  explicit watchdog(double seconds) {
+    std::snprintf(message_, sizeof message_, "relay: FAIL: no verdict after %.0f s; giving up\n",
+                  seconds);
+    std::signal(SIGALRM, [](int) {
+      (void)!::write(STDERR_FILENO, message_, std::strlen(message_));
+      std::_Exit(3);
+    });
+    ::alarm(static_cast<unsigned>(std::ceil(seconds)));
   }
-  watchdog(const watchdog&) = delete;
-  watchdog& operator=(const watchdog&) = delete;
+  ~watchdog() { ::alarm(0); }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;  // last: it starts once the members it uses exist
+  static inline char message_[96];
 };
 
 std::string pool_name(const options& o) {
@@ -280,6 +280,9 @@ std::string pool_name(const options& o) {
 // Runs the traffic on a Pool; answers the exit status, and the pool's hit rate in *hit_rate_out.
 template <class Pool>
 int run(const options& o, const sluice::pool_options& pool_options, double* hit_rate_out = nullptr) {
+  // The hostile clients' process is forked first, while this one has no other thread.
+  std::optional<hostile_clients> hostile;
+  if (o.hostile) hostile.emplace(o.ranks, pool_options.ceiling, std::max<std::size_t>(o.hostile_connections, 8));
   const watchdog dog(o.timeout);
   const bool selftest = o.selftest_bad_input;
   const std::vector<bad_client> guests =
@@ -292,6 +295,7 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
       std::chrono::duration<double>(o.io_timeout));
   ho.inject = o.inject;
   ho.inject_at = o.inject_at;
+  ho.threads = o.threads;
   hub<Pool> h(ho, pool_options);
 
   run_context ctx;
@@ -328,14 +332,27 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
   std::vector<std::unique_ptr<rank_node>> ranks;
   std::vector<std::string> guest_outcomes(guests.size());
   std::thread guest_runner, hostile_runner;
-  std::optional<hostile_clients> hostile;
+  std::string hostile_summary;
   try {
     h.start();
     if (o.hostile) {
-      hostile.emplace(h.port(), o.ranks, h.ceiling());
-      hostile->start_early();
+      hostile->start_early(h.port());
       // The early ones are the hub's first connections: wait until it has accepted both.
       while (h.stats().connections < 2) std::this_thread::yield();
+    }
+    if (o.hostile_connections > 0) {
+      // All of them before the ranks, so that the memory they add is theirs alone.
+      const long before = proc_status_kib("VmRSS");
+      hostile->start();
+      while (h.stats().open < o.hostile_connections) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polls the count
+      }
+      const long held = proc_status_kib("VmRSS");
+      std::printf("hostile: %zu connections held at once; resident %.1f MiB before them, %.1f MiB "
+                  "with them: %.2f KiB per connection\n",
+                  o.hostile_connections, before / 1024.0, held / 1024.0,
+                  static_cast<double>(held - before) / static_cast<double>(o.hostile_connections));
+      std::fflush(stdout);
     }
     for (std::uint32_t r = 0; r < o.ranks; ++r) {
       const std::uint64_t share = o.frames / o.ranks + (r < o.frames % o.ranks ? 1 : 0);
@@ -367,7 +384,7 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
       });
     }
     if (o.hostile) {
-      hostile->start();
+      if (o.hostile_connections == 0) hostile->start();
       // The hostile clients stay on until the ranks have sent everything; then the hub, whose
       // ranks include the non-reader, can end.
       hostile_runner = std::thread([&] {
@@ -375,7 +392,11 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
           std::unique_lock lk(ctx.mu);
           ctx.cv.wait(lk, [&] { return ctx.senders_done == o.ranks; });
         }
-        hostile->stop();
+        try {
+          hostile_summary = hostile->stop();
+        } catch (const std::exception& e) {
+          hostile_summary = e.what();
+        }
       });
     }
   } catch (const std::exception& e) {
@@ -485,7 +506,7 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
     std::size_t cut = 0;
     for (const conn_error& e : errors) cut += e.id < 0 || e.id >= o.ranks;
     std::printf("hostile: %s; %zu of them cut off by the hub, the rest closed at the end\n",
-                hostile->summary().c_str(), cut);
+                hostile_summary.c_str(), cut);
   }
 
   const std::uint64_t frames = ctx.frames_received.load();
@@ -580,6 +601,11 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a peer gone mid-write is an error to report, not a crash
+  // Thousands of connections (--hostile-connections) need the open files the hard limit allows.
+  if (rlimit files{}; getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &files);
+  }
   const sluice::pool_options defaults;
   const options o = parse(argc, argv, defaults.ceiling);
   sluice::pool_options po = defaults;

@@ -3,16 +3,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <linux/sockios.h>
-#include <poll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <system_error>
@@ -153,73 +149,11 @@ io_result read_exact(int fd, std::byte* out, std::size_t n) noexcept {
   return r;
 }
 
-io_result read_exact_until(int fd, std::byte* out, std::size_t n,
-                           std::chrono::steady_clock::time_point deadline) noexcept {
-  io_result r;
-  while (r.done < n) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      r.error = ETIMEDOUT;
-      break;
-    }
-    pollfd p{fd, POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), INT_MAX)));
-    if (ready < 0 && errno != EINTR) {
-      r.error = errno;
-      break;
-    }
-    if (ready <= 0) continue;  // interrupted or timed out: the deadline decides
-    const ssize_t got = ::recv(fd, out + r.done, n - r.done, MSG_DONTWAIT);
-    if (got > 0) {
-      r.done += static_cast<std::size_t>(got);
-    } else if (got == 0) {
-      break;
-    } else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
-      r.error = errno;
-      break;
-    }
-  }
-  return r;
-}
-
-int write_all(int fd, std::span<const std::byte> a, std::span<const std::byte> b,
-              std::chrono::milliseconds stall_limit) noexcept {
-  using clock = std::chrono::steady_clock;
-  const bool limited = stall_limit.count() > 0;
-  auto stall_deadline = clock::now() + stall_limit;
-  int queued = -1;  // the socket's unacknowledged bytes when last looked at (SIOCOUTQ)
-  std::size_t skip = 0;  // bytes of a then b already written
-  const std::size_t total = a.size() + b.size();
-  while (skip < total) {
-    std::array<iovec, 2> iov{};
-    int count = 0;
-    if (skip < a.size()) {
-      iov[count++] = {const_cast<std::byte*>(a.data() + skip), a.size() - skip};
-      if (!b.empty()) iov[count++] = {const_cast<std::byte*>(b.data()), b.size()};
-    } else {
-      const std::size_t in_b = skip - a.size();
-      iov[count++] = {const_cast<std::byte*>(b.data() + in_b), b.size() - in_b};
-    }
-    msghdr msg{};
-    msg.msg_iov = iov.data();
-    msg.msg_iovlen = static_cast<std::size_t>(count);
-    const ssize_t put = ::sendmsg(fd, &msg, MSG_NOSIGNAL | (limited ? MSG_DONTWAIT : 0));
+int write_all(int fd, std::span<const std::byte> bytes) noexcept {
+  for (std::size_t done = 0; done < bytes.size();) {
+    const ssize_t put = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
     if (put > 0) {
-      skip += static_cast<std::size_t>(put);
-      stall_deadline = clock::now() + stall_limit;  // progress: the stall clock starts again
-    } else if (limited && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      // The socket is full. Progress is the peer taking bytes: the socket's queue of
-      // unacknowledged bytes shrinking, which can happen long before poll() calls the socket
-      // writable (it waits for half the queue to be free). So look every 10 ms.
-      pollfd p{fd, POLLOUT, 0};
-      (void)::poll(&p, 1, 10);
-      int now_queued = 0;
-      if (::ioctl(fd, SIOCOUTQ, &now_queued) == 0) {
-        if (now_queued < queued) stall_deadline = clock::now() + stall_limit;
-        queued = now_queued;
-      }
-      if (clock::now() >= stall_deadline) return ETIMEDOUT;
+      done += static_cast<std::size_t>(put);
     } else if (put < 0 && errno != EINTR) {
       return errno;
     }
@@ -240,12 +174,6 @@ std::size_t discard_to_eof(int fd) noexcept {
   }
 }
 
-void set_nodelay(int fd) noexcept {
-  // Frames go out whole (one sendmsg); waiting to coalesce them only adds latency.
-  const int on = 1;
-  (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-}
-
 namespace {
 sockaddr_in loopback(std::uint16_t port) noexcept {
   sockaddr_in a{};
@@ -262,20 +190,6 @@ sockaddr_in loopback(std::uint16_t port) noexcept {
 }
 }  // namespace
 
-int listen_loopback(std::uint16_t& port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw_errno(-1, "socket");
-  sockaddr_in a = loopback(0);  // port 0: the kernel picks a free one
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    throw_errno(fd, "bind 127.0.0.1:0");
-  }
-  if (::listen(fd, 128) != 0) throw_errno(fd, "listen");
-  socklen_t len = sizeof a;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) throw_errno(fd, "getsockname");
-  port = ntohs(a.sin_port);
-  return fd;
-}
-
 int connect_loopback(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw_errno(-1, "socket");
@@ -283,7 +197,8 @@ int connect_loopback(std::uint16_t port) {
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
     throw_errno(fd, "connect to the hub");
   }
-  set_nodelay(fd);
+  const int on = 1;  // frames go out whole: waiting to coalesce them only adds latency
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
   return fd;
 }
 

@@ -1,5 +1,5 @@
 // relay/wire.hpp: the relay's wire format, the payload pattern every receiver checks, and the
-// blocking socket helpers the hub, the ranks and the bad-input clients share.
+// blocking socket helpers the ranks and the test clients share.
 //
 // On every connection the client first sends a hello (magic, its id), then frames. A frame is a
 // 32-byte little-endian header followed by `length` payload bytes:
@@ -13,7 +13,6 @@
 //   offset 24  u64 length      payload bytes (0 for end)
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -68,7 +67,7 @@ inline constexpr std::size_t mixed_max = std::size_t{1} << 20;
 
 [[nodiscard]] std::uint64_t mix64(std::uint64_t x) noexcept;  // a 64-bit finalizer (splitmix64's)
 
-// ---- sockets (blocking, IPv4 loopback only) ----
+// ---- client sockets (blocking, IPv4 loopback only) ----
 
 struct io_result {
   std::size_t done = 0;  // bytes moved
@@ -77,22 +76,12 @@ struct io_result {
 
 // Reads exactly n bytes unless the peer closes or the read fails.
 [[nodiscard]] io_result read_exact(int fd, std::byte* out, std::size_t n) noexcept;
-// The same, giving up at the deadline: error ETIMEDOUT, with done the bytes read by then.
-[[nodiscard]] io_result read_exact_until(int fd, std::byte* out, std::size_t n,
-                                         std::chrono::steady_clock::time_point deadline) noexcept;
-// Writes a then b in full (one sendmsg where the kernel takes it all); 0 or an errno. Never
-// raises SIGPIPE. With a stall limit, gives up with ETIMEDOUT once the peer has taken no byte
-// for that long (what was written stays written: the stream is then broken).
-[[nodiscard]] int write_all(int fd, std::span<const std::byte> a,
-                            std::span<const std::byte> b = {},
-                            std::chrono::milliseconds stall_limit = {}) noexcept;
+// Writes the bytes in full; 0 or an errno. Never raises SIGPIPE.
+[[nodiscard]] int write_all(int fd, std::span<const std::byte> bytes) noexcept;
 // Reads and throws away until the peer closes or the read fails; how many bytes that was.
 std::size_t discard_to_eof(int fd) noexcept;
 
-// A listening socket on 127.0.0.1 with a port the kernel chose. Throws std::system_error.
-[[nodiscard]] int listen_loopback(std::uint16_t& port);
 // A connected socket to 127.0.0.1:port with TCP_NODELAY set. Throws std::system_error.
 [[nodiscard]] int connect_loopback(std::uint16_t port);
-void set_nodelay(int fd) noexcept;
 
 }  // namespace relay
