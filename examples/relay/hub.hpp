@@ -412,8 +412,8 @@ class hub {
       auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(io_), as_tuple());
       if (ec) {
         if (!ending()) {  // not the hub's own cancel
-          fail_unlinked(index, conn_error_kind::internal,
-                        "accept failed, accepting no more: " + ec.message());
+          report(index, -1, conn_error_kind::internal,
+                 "accept failed, accepting no more: " + ec.message());
         }
         break;
       }
@@ -430,7 +430,7 @@ class hub {
         c->socket.non_blocking(true, ec);  // read_full and write_out try without waiting first
         asio::co_spawn(c->socket.get_executor(), serve(c), asio::detached);
       } catch (const std::exception& e) {
-        fail_unlinked(index, conn_error_kind::internal, std::string("not served: ") + e.what());
+        report(index, -1, conn_error_kind::internal, std::string("not served: ") + e.what());
       }
     }
     std::error_code ignored;
@@ -831,9 +831,6 @@ class hub {
     std::error_code ignored;
     c.socket.cancel(ignored);
     report(c.index, c.id, kind, std::move(message));
-  }
-  void fail_unlinked(std::size_t index, conn_error_kind kind, std::string message) {
-    report(index, -1, kind, std::move(message));
   }
   void report(std::size_t index, std::int64_t id, conn_error_kind kind, std::string message) {
     std::string who = id < 0                 ? std::string("unidentified")

@@ -46,18 +46,10 @@ void run_context::note_received(std::uint64_t payload_bytes) {
   }
 }
 
-void run_context::sender_done() {
+void run_context::count_done(std::uint32_t& counter) {
   {
     std::lock_guard lk(mu);
-    ++senders_done;
-  }
-  cv.notify_all();
-}
-
-void run_context::receiver_done() {
-  {
-    std::lock_guard lk(mu);
-    ++receivers_done;
+    ++counter;
   }
   cv.notify_all();
 }
@@ -145,7 +137,7 @@ void rank_node::send_loop() {
   }
   ::shutdown(fd_, SHUT_WR);  // the hub's pump reads EOF: this rank has nothing more to send
   sent_ = next;
-  ctx_.sender_done();
+  ctx_.count_done(ctx_.senders_done);
 }
 
 void rank_node::receive_loop() {
@@ -258,7 +250,7 @@ void rank_node::receive_loop() {
     discard_to_eof(fd_);
   }
   received_ = next;
-  ctx_.receiver_done();
+  ctx_.count_done(ctx_.receivers_done);
 }
 
 }  // namespace relay

@@ -43,8 +43,7 @@ struct run_context {
   // Reports a failed check (the first few are printed) and marks the run failed.
   void fail(std::uint32_t rank, const std::string& message);
   void note_received(std::uint64_t payload_bytes);
-  void sender_done();
-  void receiver_done();
+  void count_done(std::uint32_t& counter);  // senders_done or receivers_done, under mu
 
  private:
   std::atomic<int> printed_{0};
