@@ -108,8 +108,6 @@ void rank_node::send_loop() {
                            std::strerror(err));
         break;
       }
-      ctx_.frames_sent.fetch_add(1, std::memory_order_relaxed);
-      ctx_.bytes_sent.fetch_add(h.length, std::memory_order_relaxed);
     }
     {
       std::unique_lock lk(ctx_.mu);

@@ -28,7 +28,7 @@ struct run_context {
   std::optional<std::chrono::steady_clock::time_point> deadline;  // --duration
 
   std::atomic<bool> failed{false};
-  std::atomic<std::uint64_t> frames_sent{0}, bytes_sent{0}, frames_received{0}, bytes_received{0};
+  std::atomic<std::uint64_t> frames_received{0}, bytes_received{0};
 
   // Progress, for the main thread and the bad-input clients to wait on.
   std::mutex mu;

@@ -155,16 +155,11 @@ int write_all(int fd, std::span<const std::byte> bytes) noexcept {
   return 0;
 }
 
-std::size_t discard_to_eof(int fd) noexcept {
+void discard_to_eof(int fd) noexcept {
   std::array<std::byte, 64 * 1024> scratch;
-  std::size_t total = 0;
   for (;;) {
     const ssize_t got = ::recv(fd, scratch.data(), scratch.size(), 0);
-    if (got > 0) {
-      total += static_cast<std::size_t>(got);
-    } else if (got == 0 || errno != EINTR) {
-      return total;
-    }
+    if (got == 0 || (got < 0 && errno != EINTR)) return;
   }
 }
 
