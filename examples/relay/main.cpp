@@ -48,17 +48,13 @@ struct options {
   pool_kind pool = pool_kind::lockfree;
   bool thread_cache = true;
   std::size_t pool_bound = sluice::pool_options{}.bound;
-  std::size_t budget = std::size_t{16} << 20;
-  double io_timeout = 10;    // seconds
   std::uint64_t seed = 1;
   double report_every = -1;  // seconds; -1: every 5 s with --duration, never without
   double timeout = -1;       // seconds; -1: 300, plus the duration
   bool selftest_bad_input = false;
   bool hostile = false;
   std::size_t hostile_connections = 0;  // 0: the eight of --hostile, made once the ranks run
-  unsigned threads = 0;                 // the hub's; 0: one per core
-  fault inject = fault::none;
-  std::uint64_t inject_at = 100;
+  hub_options hub{.inject_at = 100};   // budget, io_timeout, threads, inject; ranks set per run
   double min_hit_rate = 0;   // percent of acquires the pool must answer from retired buffers
   int versus_mutex = -1;     // points sluice::pool's hit rate may trail mutex_pool's; -1: no second run
 };
@@ -162,7 +158,7 @@ options parse(int argc, char** argv, std::size_t ceiling) {
       o.hostile = true;
       o.hostile_connections = parse_count(name, value, 8, 1'000'000);
     } else if (name == "--threads") {
-      o.threads = static_cast<unsigned>(parse_count(name, value, 1, 1024));
+      o.hub.threads = static_cast<unsigned>(parse_count(name, value, 1, 1024));
     } else if (name == "--ranks") {
       o.ranks = static_cast<std::uint32_t>(parse_count(name, value, 2, 64));
     } else if (name == "--sizes") {
@@ -191,10 +187,12 @@ options parse(int argc, char** argv, std::size_t ceiling) {
     } else if (name == "--pool-bound") {
       o.pool_bound = parse_count(name, value, 0, std::uint64_t{1} << 24);
     } else if (name == "--budget") {
-      o.budget = parse_count(name, value, 1, std::uint64_t{1} << 40, true);
+      o.hub.budget = parse_count(name, value, 1, std::uint64_t{1} << 40, true);
     } else if (name == "--io-timeout") {
-      o.io_timeout = parse_seconds(name, value);
-      if (o.io_timeout < 0.001) usage_error("--io-timeout: at least 0.001 (a millisecond)");
+      const double seconds = parse_seconds(name, value);
+      if (seconds < 0.001) usage_error("--io-timeout: at least 0.001 (a millisecond)");
+      o.hub.io_timeout = std::chrono::ceil<std::chrono::milliseconds>(
+          std::chrono::duration<double>(seconds));
     } else if (name == "--seed") {
       o.seed = parse_count(name, value, 0, UINT64_MAX);
     } else if (name == "--report-every") {
@@ -205,9 +203,9 @@ options parse(int argc, char** argv, std::size_t ceiling) {
       const std::string_view kind = value.substr(0, value.find(':'));
       const int k = choice(kind, {"flip", "drop", "dup"});
       if (k < 0) usage_error("--inject: flip, drop or dup, not " + std::string(value));
-      o.inject = static_cast<fault>(k + 1);  // after fault::none
+      o.hub.inject = static_cast<fault>(k + 1);  // after fault::none
       if (kind.size() < value.size()) {
-        o.inject_at = parse_count(name, value.substr(kind.size() + 1), 0, UINT64_MAX);
+        o.hub.inject_at = parse_count(name, value.substr(kind.size() + 1), 0, UINT64_MAX);
       }
     } else {
       usage_error("unknown option: " + std::string(arg));
@@ -296,14 +294,8 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
   const std::vector<bad_client> guests =
       selftest ? bad_clients(o.ranks) : std::vector<bad_client>{};
 
-  hub_options ho;
+  hub_options ho = o.hub;
   ho.ranks = o.ranks + (o.hostile ? 1 : 0);  // --hostile: one more rank, which never reads
-  ho.budget = o.budget;
-  ho.io_timeout = std::chrono::ceil<std::chrono::milliseconds>(
-      std::chrono::duration<double>(o.io_timeout));
-  ho.inject = o.inject;
-  ho.inject_at = o.inject_at;
-  ho.threads = o.threads;
   hub<Pool> h(ho, pool_options);
 
   run_context ctx;
@@ -322,7 +314,7 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
               o.ranks, h.port(),
               o.sizes.mixed ? "mixed (0 B .. 1 MiB, mostly small)"
                             : ("fixed " + std::to_string(o.sizes.fixed) + " B").c_str(),
-              pool_name(o).c_str(), o.budget,
+              pool_name(o).c_str(), o.hub.budget,
               o.hostile ? "; with hostile clients (and a rank that never reads)" : "");
   if (o.duration > 0) {
     std::printf("relay: running for %.0f s\n", o.duration);
@@ -575,9 +567,8 @@ int main(int argc, char** argv) {
     files.rlim_cur = files.rlim_max;
     (void)setrlimit(RLIMIT_NOFILE, &files);
   }
-  const sluice::pool_options defaults;
-  const options o = parse(argc, argv, defaults.ceiling);
-  sluice::pool_options po = defaults;
+  sluice::pool_options po;
+  const options o = parse(argc, argv, po.ceiling);
   po.enabled = o.pool != pool_kind::off;
   po.thread_cache = o.thread_cache;
   po.bound = o.pool_bound;
