@@ -188,7 +188,7 @@ class hub {
     const auto get = [](const auto& a) { return a.load(std::memory_order_relaxed); };
     return {.connections = get(connections_), .open = get(open_), .frames_in = get(frames_in_),
             .frames = get(frames_), .bytes = get(bytes_), .guest_frames = get(guest_frames_),
-            .held = get(held_), .peak_held = get(peak_held_),
+            .held = get(held_.now), .peak_held = get(held_.peak),
             .peak_destination = get(peak_destination_), .largest_frame = get(largest_frame_),
             .share = share_, .reading = get(reading_.now), .peak_reading = get(reading_.peak),
             .peak_footprint = get(peak_footprint_), .trims = get(trims_), .dropped = get(dropped_),
@@ -364,7 +364,7 @@ class hub {
     to.admitting.try_send(std::error_code{}, true);
     const auto capacity = static_cast<std::int64_t>(body.capacity());
     detail::raise_to(peak_destination_, to.held.add(capacity));
-    detail::raise_to(peak_held_, held_.fetch_add(capacity, std::memory_order_relaxed) + capacity);
+    held_.add(capacity);
     detail::raise_to(largest_frame_, capacity);
     co_return parcel(*this, h, std::move(body), std::move(first), units);
   }
@@ -372,7 +372,7 @@ class hub {
   outbox& give_back(std::uint32_t destination, sluice::buffer&& b) noexcept {
     const auto capacity = static_cast<std::int64_t>(b.capacity());
     outboxes_[destination].held.add(-capacity);
-    held_.fetch_sub(capacity, std::memory_order_relaxed);
+    held_.add(-capacity);
     pool_.retire(std::move(b));
     return outboxes_[destination];
   }
@@ -386,7 +386,7 @@ class hub {
       co_await tick.async_wait(as_tuple());
       // The traffic's bytes move the windows; what the pool keeps is given up first, trimmed
       // whenever it would take the whole footprint to the budget.
-      const std::int64_t traffic = held_.load(std::memory_order_relaxed) +
+      const std::int64_t traffic = held_.now.load(std::memory_order_relaxed) +
                                    reading_.now.load(std::memory_order_relaxed);
       const std::int64_t footprint =
           traffic + static_cast<std::int64_t>(pool_.stats().retained_bytes);
@@ -871,9 +871,8 @@ class hub {
   // (parcels travel through the outboxes under their mutex, connections under mu_): relaxed,
   // synchronizing with nothing. A reader that reads cut_off late queues a frame that the broken
   // writer then drops and counts; the controller that reads controller_done_ late ticks once more.
-  std::atomic<std::int64_t> held_{0}, peak_held_{0}, peak_destination_{0}, largest_frame_{0},
-      peak_footprint_{0}, min_window_;
-  gauge reading_;
+  std::atomic<std::int64_t> peak_destination_{0}, largest_frame_{0}, peak_footprint_{0}, min_window_;
+  gauge held_, reading_;  // buffer bytes admitted; buffer bytes being read, not yet admitted
   std::atomic<std::uint64_t> connections_{0}, open_{0}, frames_in_{0}, frames_{0}, bytes_{0},
       guest_frames_{0}, admit_waits_{0}, injected_{0}, trims_{0}, dropped_{0};
   std::array<std::atomic<std::uint64_t>, 3> ticks_{};

@@ -164,14 +164,6 @@ void discard_to_eof(int fd) noexcept {
 }
 
 namespace {
-sockaddr_in loopback(std::uint16_t port) noexcept {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
-
 [[noreturn]] void throw_errno(int fd, const char* what) {
   const int e = errno;
   if (fd >= 0) ::close(fd);
@@ -182,7 +174,10 @@ sockaddr_in loopback(std::uint16_t port) noexcept {
 int connect_loopback(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw_errno(-1, "socket");
-  const sockaddr_in a = loopback(port);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
     throw_errno(fd, "connect to the hub");
   }
