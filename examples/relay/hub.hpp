@@ -611,38 +611,33 @@ class hub {
       if (h.magic != frame_magic) {
         char hex[16];
         std::snprintf(hex, sizeof hex, "0x%08x", static_cast<unsigned>(h.magic));
-        bad(conn_error_kind::bad_magic, std::string("magic ") + hex + " is not a relay frame's");
-        co_return;
+        co_return bad(conn_error_kind::bad_magic,
+                      std::string("magic ") + hex + " is not a relay frame's");
       }
       if (!h.is(frame_kind::data) && !(h.is(frame_kind::end) && h.length == 0)) {
-        bad(conn_error_kind::bad_kind,
-            "kind " + std::to_string(h.kind) + " with length " + std::to_string(h.length));
-        co_return;
+        co_return bad(conn_error_kind::bad_kind,
+                      "kind " + std::to_string(h.kind) + " with length " + std::to_string(h.length));
       }
       if (h.source != id) {
-        bad(conn_error_kind::bad_source,
-            "source " + std::to_string(h.source) + " on the connection of " + std::to_string(id));
-        co_return;
+        co_return bad(conn_error_kind::bad_source, "source " + std::to_string(h.source) +
+                                                       " on the connection of " + std::to_string(id));
       }
       if (h.destination >= options_.ranks || h.destination == id) {
-        bad(conn_error_kind::bad_destination,
-            "destination " + std::to_string(h.destination) + " is not another rank");
-        co_return;
+        co_return bad(conn_error_kind::bad_destination,
+                      "destination " + std::to_string(h.destination) + " is not another rank");
       }
       // A destination the hub has cut off: a guest that sends to it is closed; a rank's frame
       // for it is read and dropped (counted), and the rank served on, so that one failed rank
       // does not take down every rank that sends to it.
       const bool cut_off = outboxes_[h.destination].cut_off.load(std::memory_order_relaxed);
       if (cut_off && !c.rank) {
-        bad(conn_error_kind::bad_destination, "rank " + std::to_string(h.destination) +
-                                                  "'s connection has been closed");
-        co_return;
+        co_return bad(conn_error_kind::bad_destination,
+                      "rank " + std::to_string(h.destination) + "'s connection has been closed");
       }
       if (h.length > ceiling_) {
-        bad(conn_error_kind::oversize, "announces " + std::to_string(h.length) +
-                                           " payload bytes, above the ceiling of " +
-                                           std::to_string(ceiling_));
-        co_return;
+        co_return bad(conn_error_kind::oversize, "announces " + std::to_string(h.length) +
+                                                     " payload bytes, above the ceiling of " +
+                                                     std::to_string(ceiling_));
       }
       // The frame's buffer counts as being read until its destination has admitted it.
       reading_bytes counted{reading_};

@@ -472,21 +472,18 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
       const bad_client& g = guests[i];
       const std::int64_t id =
           g.input == bad_input::bad_hello ? std::int64_t{-1} : std::int64_t{g.id};
-      std::vector<const conn_error*> mine;
-      for (const conn_error& e : errors) {
-        if (e.id == id) mine.push_back(&e);
-      }
-      const bool good = mine.size() == 1 && mine[0]->kind == g.expected;
+      const auto reports = std::ranges::count(errors, id, &conn_error::id);
+      const auto first = std::ranges::find(errors, id, &conn_error::id);
+      const bool good = reports == 1 && first->kind == g.expected;
       reported += good;
-      const std::string report = mine.empty() ? std::string("(no report)")
-                                              : std::string(to_string(mine[0]->kind)) + ": " +
-                                                    mine[0]->message;
+      const std::string report = reports == 0 ? "(no report)"
+                                              : std::string(to_string(first->kind)) + ": " + first->message;
       std::printf("selftest: %-16s %s: %s; client: %s\n", g.name,
                   good ? "reported" : "NOT REPORTED AS EXPECTED", report.c_str(),
                   guest_outcomes[i].c_str());
       if (!good) {
         fail(ok, "bad input '%s' was not reported as %s (%zu reports)\n", g.name,
-             to_string(g.expected), mine.size());
+             to_string(g.expected), static_cast<std::size_t>(reports));
       }
     }
     std::printf("selftest: %zu of %zu bad connections reported, each closed on its own\n",
