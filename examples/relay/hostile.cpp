@@ -1,6 +1,6 @@
 #include "hostile.hpp"
 
-#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,8 +30,8 @@ auto as_tuple() { return asio::experimental::as_tuple(asio::use_awaitable); }
 // The clients' process: its own io_context on its only thread.
 class clients {
  public:
-  clients(std::uint32_t non_reader, std::size_t ceiling, std::size_t connections, int in, int out)
-      : non_reader_(non_reader), ceiling_(ceiling), in_(io_, in), out_(out) {
+  clients(std::uint32_t non_reader, std::size_t ceiling, std::size_t connections, int parent)
+      : non_reader_(non_reader), ceiling_(ceiling), parent_(io_, parent) {
     const std::size_t slow = 3 + (connections - 8) / 100;
     const std::size_t rest = connections - 4 - slow;  // beside early, non-reader, flood, slow
     counts_ = {2, 1 + (rest - 1) / 2, rest - 1 - (rest - 1) / 2, slow, 1, 1};
@@ -48,7 +48,7 @@ class clients {
   asio::awaitable<void> commands() {
     asio::streambuf buffer;
     for (;;) {
-      const auto [ec, n] = co_await asio::async_read_until(in_, buffer, '\n', as_tuple());
+      const auto [ec, n] = co_await asio::async_read_until(parent_, buffer, '\n', as_tuple());
       std::string line(n == 0 ? 0 : n - 1, '\0');
       buffer.sgetn(line.data(), static_cast<std::streamsize>(line.size()));
       buffer.consume(n == 0 ? 0 : 1);
@@ -73,12 +73,9 @@ class clients {
   }
 
   void reply(const std::string& line) {
-    const std::string s = line + "\n";
-    for (std::size_t done = 0; done < s.size();) {
-      const ssize_t n = ::write(out_, s.data() + done, s.size() - done);
-      if (n <= 0) std::_Exit(1);
-      done += static_cast<std::size_t>(n);
-    }
+    std::error_code ec;
+    asio::write(parent_, asio::buffer(line + "\n"), ec);
+    if (ec) std::_Exit(1);
   }
 
   // Makes every connection of kind k (guests numbered from `guest` on), one after the other,
@@ -145,8 +142,7 @@ class clients {
   const std::uint32_t non_reader_;
   const std::size_t ceiling_;
   asio::io_context io_{1};
-  asio::posix::stream_descriptor in_;
-  const int out_;
+  asio::posix::stream_descriptor parent_;  // its end of the socketpair: commands in, replies out
   std::uint16_t port_ = 0;
   std::array<std::size_t, 6> counts_{}, made_{};
   std::vector<std::unique_ptr<tcp::socket>> held_;  // the non-reader's
@@ -156,27 +152,23 @@ class clients {
 
 hostile_clients::hostile_clients(std::uint32_t non_reader, std::size_t ceiling,
                                  std::size_t connections) {
-  int down[2], up[2];
-  if (::pipe2(down, O_CLOEXEC) != 0 || ::pipe2(up, O_CLOEXEC) != 0) {
-    throw std::runtime_error("hostile clients: no pipe");
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    throw std::runtime_error("hostile clients: no socketpair");
   }
   std::fflush(nullptr);  // nothing buffered is written twice
   child_ = ::fork();
   if (child_ < 0) throw std::runtime_error("hostile clients: fork failed");
   if (child_ == 0) {
-    ::close(down[1]);
-    ::close(up[0]);
-    clients(non_reader, ceiling, std::max<std::size_t>(connections, 8), down[0], up[1]).run();
+    ::close(fds[0]);
+    clients(non_reader, ceiling, std::max<std::size_t>(connections, 8), fds[1]).run();
   }
-  ::close(down[0]);
-  ::close(up[1]);
-  to_child_ = down[1];
-  from_child_ = up[0];
+  ::close(fds[1]);
+  child_fd_ = fds[0];
 }
 
 hostile_clients::~hostile_clients() {
-  if (to_child_ >= 0) ::close(to_child_);  // the clients read EOF and exit
-  if (from_child_ >= 0) ::close(from_child_);
+  if (child_fd_ >= 0) ::close(child_fd_);  // the clients read EOF and exit
   if (child_ > 0) ::waitpid(child_, nullptr, 0);
 }
 
@@ -191,12 +183,12 @@ std::string hostile_clients::stop() {
 
 std::string hostile_clients::command(const std::string& line) {
   const std::string s = line + "\n";
-  if (::write(to_child_, s.data(), s.size()) != static_cast<ssize_t>(s.size())) {
+  if (::write(child_fd_, s.data(), s.size()) != static_cast<ssize_t>(s.size())) {
     throw std::runtime_error("hostile clients: gone");
   }
   std::string reply;
   for (char c = 0; c != '\n';) {
-    if (::read(from_child_, &c, 1) != 1) throw std::runtime_error("hostile clients: gone");
+    if (::read(child_fd_, &c, 1) != 1) throw std::runtime_error("hostile clients: gone");
     if (c != '\n') reply += c;
   }
   return reply;

@@ -45,7 +45,7 @@ class hostile_clients {
   std::string command(const std::string& line);  // sends a line, returns the reply's
 
   pid_t child_ = -1;
-  int to_child_ = -1, from_child_ = -1;
+  int child_fd_ = -1;  // a socketpair to the clients' process
 };
 
 }  // namespace relay

@@ -188,7 +188,7 @@ class hub {
     const auto get = [](const auto& a) { return a.load(std::memory_order_relaxed); };
     return {.connections = get(connections_), .open = get(open_), .frames_in = get(frames_in_),
             .frames = get(frames_), .bytes = get(bytes_), .guest_frames = get(guest_frames_),
-            .held = get(held_), .peak_held = get(peak_held_),
+            .held = get(held_.now), .peak_held = get(held_.peak),
             .peak_destination = get(peak_destination_), .largest_frame = get(largest_frame_),
             .share = share_, .reading = get(reading_.now), .peak_reading = get(reading_.peak),
             .peak_footprint = get(peak_footprint_), .trims = get(trims_), .dropped = get(dropped_),
@@ -364,7 +364,7 @@ class hub {
     to.admitting.try_send(std::error_code{}, true);
     const auto capacity = static_cast<std::int64_t>(body.capacity());
     detail::raise_to(peak_destination_, to.held.add(capacity));
-    detail::raise_to(peak_held_, held_.fetch_add(capacity, std::memory_order_relaxed) + capacity);
+    held_.add(capacity);
     detail::raise_to(largest_frame_, capacity);
     co_return parcel(*this, h, std::move(body), std::move(first), units);
   }
@@ -372,7 +372,7 @@ class hub {
   outbox& give_back(std::uint32_t destination, sluice::buffer&& b) noexcept {
     const auto capacity = static_cast<std::int64_t>(b.capacity());
     outboxes_[destination].held.add(-capacity);
-    held_.fetch_sub(capacity, std::memory_order_relaxed);
+    held_.add(-capacity);
     pool_.retire(std::move(b));
     return outboxes_[destination];
   }
@@ -386,7 +386,7 @@ class hub {
       co_await tick.async_wait(as_tuple());
       // The traffic's bytes move the windows; what the pool keeps is given up first, trimmed
       // whenever it would take the whole footprint to the budget.
-      const std::int64_t traffic = held_.load(std::memory_order_relaxed) +
+      const std::int64_t traffic = held_.now.load(std::memory_order_relaxed) +
                                    reading_.now.load(std::memory_order_relaxed);
       const std::int64_t footprint =
           traffic + static_cast<std::int64_t>(pool_.stats().retained_bytes);
@@ -412,8 +412,8 @@ class hub {
       auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(io_), as_tuple());
       if (ec) {
         if (!ending()) {  // not the hub's own cancel
-          fail_unlinked(index, conn_error_kind::internal,
-                        "accept failed, accepting no more: " + ec.message());
+          report(index, -1, conn_error_kind::internal,
+                 "accept failed, accepting no more: " + ec.message());
         }
         break;
       }
@@ -430,7 +430,7 @@ class hub {
         c->socket.non_blocking(true, ec);  // read_full and write_out try without waiting first
         asio::co_spawn(c->socket.get_executor(), serve(c), asio::detached);
       } catch (const std::exception& e) {
-        fail_unlinked(index, conn_error_kind::internal, std::string("not served: ") + e.what());
+        report(index, -1, conn_error_kind::internal, std::string("not served: ") + e.what());
       }
     }
     std::error_code ignored;
@@ -611,38 +611,33 @@ class hub {
       if (h.magic != frame_magic) {
         char hex[16];
         std::snprintf(hex, sizeof hex, "0x%08x", static_cast<unsigned>(h.magic));
-        bad(conn_error_kind::bad_magic, std::string("magic ") + hex + " is not a relay frame's");
-        co_return;
+        co_return bad(conn_error_kind::bad_magic,
+                      std::string("magic ") + hex + " is not a relay frame's");
       }
       if (!h.is(frame_kind::data) && !(h.is(frame_kind::end) && h.length == 0)) {
-        bad(conn_error_kind::bad_kind,
-            "kind " + std::to_string(h.kind) + " with length " + std::to_string(h.length));
-        co_return;
+        co_return bad(conn_error_kind::bad_kind,
+                      "kind " + std::to_string(h.kind) + " with length " + std::to_string(h.length));
       }
       if (h.source != id) {
-        bad(conn_error_kind::bad_source,
-            "source " + std::to_string(h.source) + " on the connection of " + std::to_string(id));
-        co_return;
+        co_return bad(conn_error_kind::bad_source, "source " + std::to_string(h.source) +
+                                                       " on the connection of " + std::to_string(id));
       }
       if (h.destination >= options_.ranks || h.destination == id) {
-        bad(conn_error_kind::bad_destination,
-            "destination " + std::to_string(h.destination) + " is not another rank");
-        co_return;
+        co_return bad(conn_error_kind::bad_destination,
+                      "destination " + std::to_string(h.destination) + " is not another rank");
       }
       // A destination the hub has cut off: a guest that sends to it is closed; a rank's frame
       // for it is read and dropped (counted), and the rank served on, so that one failed rank
       // does not take down every rank that sends to it.
       const bool cut_off = outboxes_[h.destination].cut_off.load(std::memory_order_relaxed);
       if (cut_off && !c.rank) {
-        bad(conn_error_kind::bad_destination, "rank " + std::to_string(h.destination) +
-                                                  "'s connection has been closed");
-        co_return;
+        co_return bad(conn_error_kind::bad_destination,
+                      "rank " + std::to_string(h.destination) + "'s connection has been closed");
       }
       if (h.length > ceiling_) {
-        bad(conn_error_kind::oversize, "announces " + std::to_string(h.length) +
-                                           " payload bytes, above the ceiling of " +
-                                           std::to_string(ceiling_));
-        co_return;
+        co_return bad(conn_error_kind::oversize, "announces " + std::to_string(h.length) +
+                                                     " payload bytes, above the ceiling of " +
+                                                     std::to_string(ceiling_));
       }
       // The frame's buffer counts as being read until its destination has admitted it.
       reading_bytes counted{reading_};
@@ -832,9 +827,6 @@ class hub {
     c.socket.cancel(ignored);
     report(c.index, c.id, kind, std::move(message));
   }
-  void fail_unlinked(std::size_t index, conn_error_kind kind, std::string message) {
-    report(index, -1, kind, std::move(message));
-  }
   void report(std::size_t index, std::int64_t id, conn_error_kind kind, std::string message) {
     std::string who = id < 0                 ? std::string("unidentified")
                       : id < options_.ranks  ? "rank " + std::to_string(id)
@@ -874,9 +866,8 @@ class hub {
   // (parcels travel through the outboxes under their mutex, connections under mu_): relaxed,
   // synchronizing with nothing. A reader that reads cut_off late queues a frame that the broken
   // writer then drops and counts; the controller that reads controller_done_ late ticks once more.
-  std::atomic<std::int64_t> held_{0}, peak_held_{0}, peak_destination_{0}, largest_frame_{0},
-      peak_footprint_{0}, min_window_;
-  gauge reading_;
+  std::atomic<std::int64_t> peak_destination_{0}, largest_frame_{0}, peak_footprint_{0}, min_window_;
+  gauge held_, reading_;  // buffer bytes admitted; buffer bytes being read, not yet admitted
   std::atomic<std::uint64_t> connections_{0}, open_{0}, frames_in_{0}, frames_{0}, bytes_{0},
       guest_frames_{0}, admit_waits_{0}, injected_{0}, trims_{0}, dropped_{0};
   std::array<std::atomic<std::uint64_t>, 3> ticks_{};

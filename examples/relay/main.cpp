@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdarg>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -46,17 +48,13 @@ struct options {
   pool_kind pool = pool_kind::lockfree;
   bool thread_cache = true;
   std::size_t pool_bound = sluice::pool_options{}.bound;
-  std::size_t budget = std::size_t{16} << 20;
-  double io_timeout = 10;    // seconds
   std::uint64_t seed = 1;
   double report_every = -1;  // seconds; -1: every 5 s with --duration, never without
   double timeout = -1;       // seconds; -1: 300, plus the duration
   bool selftest_bad_input = false;
   bool hostile = false;
   std::size_t hostile_connections = 0;  // 0: the eight of --hostile, made once the ranks run
-  unsigned threads = 0;                 // the hub's; 0: one per core
-  fault inject = fault::none;
-  std::uint64_t inject_at = 100;
+  hub_options hub{.inject_at = 100};   // budget, io_timeout, threads, inject; ranks set per run
   double min_hit_rate = 0;   // percent of acquires the pool must answer from retired buffers
   int versus_mutex = -1;     // points sluice::pool's hit rate may trail mutex_pool's; -1: no second run
 };
@@ -133,6 +131,12 @@ double parse_seconds(std::string_view name, std::string_view text) {
   return v;
 }
 
+// Which of the choices the value is, from 0; -1 if none.
+int choice(std::string_view value, std::initializer_list<std::string_view> choices) {
+  const auto it = std::find(choices.begin(), choices.end(), value);
+  return it == choices.end() ? -1 : static_cast<int>(it - choices.begin());
+}
+
 options parse(int argc, char** argv, std::size_t ceiling) {
   options o;
   for (int a = 1; a < argc; ++a) {
@@ -154,7 +158,7 @@ options parse(int argc, char** argv, std::size_t ceiling) {
       o.hostile = true;
       o.hostile_connections = parse_count(name, value, 8, 1'000'000);
     } else if (name == "--threads") {
-      o.threads = static_cast<unsigned>(parse_count(name, value, 1, 1024));
+      o.hub.threads = static_cast<unsigned>(parse_count(name, value, 1, 1024));
     } else if (name == "--ranks") {
       o.ranks = static_cast<std::uint32_t>(parse_count(name, value, 2, 64));
     } else if (name == "--sizes") {
@@ -170,15 +174,9 @@ options parse(int argc, char** argv, std::size_t ceiling) {
     } else if (name == "--duration") {
       o.duration = parse_seconds(name, value);
     } else if (name == "--pool") {
-      if (value == "lockfree") {
-        o.pool = pool_kind::lockfree;
-      } else if (value == "mutex") {
-        o.pool = pool_kind::mutex;
-      } else if (value == "off") {
-        o.pool = pool_kind::off;
-      } else {
-        usage_error("--pool: lockfree, mutex or off, not " + std::string(value));
-      }
+      const int k = choice(value, {"lockfree", "mutex", "off"});
+      if (k < 0) usage_error("--pool: lockfree, mutex or off, not " + std::string(value));
+      o.pool = static_cast<pool_kind>(k);
     } else if (name == "--thread-cache") {
       if (value != "on" && value != "off") usage_error("--thread-cache: on or off");
       o.thread_cache = value == "on";
@@ -189,10 +187,12 @@ options parse(int argc, char** argv, std::size_t ceiling) {
     } else if (name == "--pool-bound") {
       o.pool_bound = parse_count(name, value, 0, std::uint64_t{1} << 24);
     } else if (name == "--budget") {
-      o.budget = parse_count(name, value, 1, std::uint64_t{1} << 40, true);
+      o.hub.budget = parse_count(name, value, 1, std::uint64_t{1} << 40, true);
     } else if (name == "--io-timeout") {
-      o.io_timeout = parse_seconds(name, value);
-      if (o.io_timeout < 0.001) usage_error("--io-timeout: at least 0.001 (a millisecond)");
+      const double seconds = parse_seconds(name, value);
+      if (seconds < 0.001) usage_error("--io-timeout: at least 0.001 (a millisecond)");
+      o.hub.io_timeout = std::chrono::ceil<std::chrono::milliseconds>(
+          std::chrono::duration<double>(seconds));
     } else if (name == "--seed") {
       o.seed = parse_count(name, value, 0, UINT64_MAX);
     } else if (name == "--report-every") {
@@ -201,17 +201,11 @@ options parse(int argc, char** argv, std::size_t ceiling) {
       o.timeout = parse_seconds(name, value);
     } else if (name == "--inject") {
       const std::string_view kind = value.substr(0, value.find(':'));
-      if (kind == "flip") {
-        o.inject = fault::flip;
-      } else if (kind == "drop") {
-        o.inject = fault::drop;
-      } else if (kind == "dup") {
-        o.inject = fault::dup;
-      } else {
-        usage_error("--inject: flip, drop or dup, not " + std::string(value));
-      }
+      const int k = choice(kind, {"flip", "drop", "dup"});
+      if (k < 0) usage_error("--inject: flip, drop or dup, not " + std::string(value));
+      o.hub.inject = static_cast<fault>(k + 1);  // after fault::none
       if (kind.size() < value.size()) {
-        o.inject_at = parse_count(name, value.substr(kind.size() + 1), 0, UINT64_MAX);
+        o.hub.inject_at = parse_count(name, value.substr(kind.size() + 1), 0, UINT64_MAX);
       }
     } else {
       usage_error("unknown option: " + std::string(arg));
@@ -245,7 +239,9 @@ long peak_rss_kib() {
   return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_maxrss : -1;
 }
 
-double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+double mib(auto bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+using ll = long long;  // for printf's %lld
+using ull = unsigned long long;  // and %llu
 
 // ---- the watchdog: a run that stops making progress still ends ----
 
@@ -266,6 +262,16 @@ class watchdog {
  private:
   static inline char message_[96];
 };
+
+// A FAIL line on stderr; the verdict is then failure.
+[[gnu::format(printf, 2, 3)]] void fail(bool& ok, const char* format, ...) {
+  std::va_list args;
+  va_start(args, format);
+  std::fputs("relay: FAIL: ", stderr);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
+  ok = false;
+}
 
 std::string pool_name(const options& o) {
   if (o.pool == pool_kind::mutex) return "mutex (sluice::mutex_pool)";
@@ -288,14 +294,8 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
   const std::vector<bad_client> guests =
       selftest ? bad_clients(o.ranks) : std::vector<bad_client>{};
 
-  hub_options ho;
+  hub_options ho = o.hub;
   ho.ranks = o.ranks + (o.hostile ? 1 : 0);  // --hostile: one more rank, which never reads
-  ho.budget = o.budget;
-  ho.io_timeout = std::chrono::ceil<std::chrono::milliseconds>(
-      std::chrono::duration<double>(o.io_timeout));
-  ho.inject = o.inject;
-  ho.inject_at = o.inject_at;
-  ho.threads = o.threads;
   hub<Pool> h(ho, pool_options);
 
   run_context ctx;
@@ -314,13 +314,13 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
               o.ranks, h.port(),
               o.sizes.mixed ? "mixed (0 B .. 1 MiB, mostly small)"
                             : ("fixed " + std::to_string(o.sizes.fixed) + " B").c_str(),
-              pool_name(o).c_str(), o.budget,
+              pool_name(o).c_str(), o.hub.budget,
               o.hostile ? "; with hostile clients (and a rank that never reads)" : "");
   if (o.duration > 0) {
     std::printf("relay: running for %.0f s\n", o.duration);
   } else {
     std::printf("relay: %llu data frames in all, split over the ranks\n",
-                static_cast<unsigned long long>(o.frames));
+                ull(o.frames));
   }
   std::fflush(stdout);
 
@@ -423,11 +423,9 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
         const sluice::pool_stats ps = h.pool().stats();
         std::printf("  t=%5.0f s  frames %10llu (%8.0f/s)  resident %7.1f MiB (peak %7.1f)  "
                     "pool retains %5zu (%6.1f MiB)  admitted %6.1f MiB, reading %6.1f MiB\n",
-                    t, static_cast<unsigned long long>(frames),
-                    static_cast<double>(frames - last_frames) / o.report_every,
+                    t, ull(frames), static_cast<double>(frames - last_frames) / o.report_every,
                     proc_status_kib("VmRSS") / 1024.0, proc_status_kib("VmHWM") / 1024.0,
-                    ps.retained, mib(static_cast<double>(ps.retained_bytes)),
-                    mib(static_cast<double>(hs.held)), mib(static_cast<double>(hs.reading)));
+                    ps.retained, mib(ps.retained_bytes), mib(hs.held), mib(hs.reading));
         std::fflush(stdout);
         last_frames = frames;
         next += every;
@@ -453,10 +451,7 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
       const std::uint64_t got = ranks[d]->received()[s];
       sent_total += sent;
       if (sent != got) {
-        std::fprintf(stderr, "relay: FAIL: rank %u sent %llu frames to rank %u, which got %llu\n",
-                     s, static_cast<unsigned long long>(sent), d,
-                     static_cast<unsigned long long>(got));
-        ok = false;
+        fail(ok, "rank %u sent %llu frames to rank %u, which got %llu\n", s, ull(sent), d, ull(got));
       }
     }
   }
@@ -469,11 +464,7 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
                              hs.largest_frame;
 
   for (const conn_error& e : errors) {
-    if (e.id >= 0 && e.id < o.ranks) {
-      std::fprintf(stderr, "relay: FAIL: the hub failed rank %lld's connection\n",
-                   static_cast<long long>(e.id));
-      ok = false;
-    }
+    if (e.id >= 0 && e.id < o.ranks) fail(ok, "the hub failed rank %lld's connection\n", ll(e.id));
   }
   if (selftest) {
     std::size_t reported = 0;
@@ -481,22 +472,18 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
       const bad_client& g = guests[i];
       const std::int64_t id =
           g.input == bad_input::bad_hello ? std::int64_t{-1} : std::int64_t{g.id};
-      std::vector<const conn_error*> mine;
-      for (const conn_error& e : errors) {
-        if (e.id == id) mine.push_back(&e);
-      }
-      const bool good = mine.size() == 1 && mine[0]->kind == g.expected;
+      const auto reports = std::ranges::count(errors, id, &conn_error::id);
+      const auto first = std::ranges::find(errors, id, &conn_error::id);
+      const bool good = reports == 1 && first->kind == g.expected;
       reported += good;
-      const std::string report = mine.empty() ? std::string("(no report)")
-                                              : std::string(to_string(mine[0]->kind)) + ": " +
-                                                    mine[0]->message;
+      const std::string report = reports == 0 ? "(no report)"
+                                              : std::string(to_string(first->kind)) + ": " + first->message;
       std::printf("selftest: %-16s %s: %s; client: %s\n", g.name,
                   good ? "reported" : "NOT REPORTED AS EXPECTED", report.c_str(),
                   guest_outcomes[i].c_str());
       if (!good) {
-        std::fprintf(stderr, "relay: FAIL: bad input '%s' was not reported as %s (%zu reports)\n",
-                     g.name, to_string(g.expected), mine.size());
-        ok = false;
+        fail(ok, "bad input '%s' was not reported as %s (%zu reports)\n", g.name,
+             to_string(g.expected), static_cast<std::size_t>(reports));
       }
     }
     std::printf("selftest: %zu of %zu bad connections reported, each closed on its own\n",
@@ -516,57 +503,37 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
   const double hit_rate =
       takes == 0 ? 0.0 : 100.0 * static_cast<double>(ps.hits) / static_cast<double>(takes);
   if (hit_rate_out != nullptr) *hit_rate_out = hit_rate;
-  std::printf("relay: %llu frames, %.1f MiB in %.2f s: %.0f frames/s, %.1f MiB/s\n",
-              static_cast<unsigned long long>(frames), mib(static_cast<double>(bytes)), seconds,
-              static_cast<double>(frames) / seconds, mib(static_cast<double>(bytes)) / seconds);
+  std::printf("relay: %llu frames, %.1f MiB in %.2f s: %.0f frames/s, %.1f MiB/s\n", ull(frames),
+              mib(bytes), seconds, static_cast<double>(frames) / seconds, mib(bytes) / seconds);
   std::printf("pool: hit rate %.1f%% (%llu hits, %llu misses); %llu kept and %llu freed on "
               "retire; retains %zu buffers, %.1f MiB\n",
-              hit_rate, static_cast<unsigned long long>(ps.hits),
-              static_cast<unsigned long long>(ps.misses),
-              static_cast<unsigned long long>(ps.retired),
-              static_cast<unsigned long long>(ps.dropped), ps.retained,
-              mib(static_cast<double>(ps.retained_bytes)));
+              hit_rate, ull(ps.hits), ull(ps.misses), ull(ps.retired), ull(ps.dropped),
+              ps.retained, mib(ps.retained_bytes));
   std::printf("gate: a window per destination of up to %lld units of 64 KiB (share %.2f MiB), "
               "%lld lowest under pressure; %llu frames waited for admission; pressure ticks ok "
               "%llu, soft %llu, hard %llu\n",
-              static_cast<long long>(hs.window_max), mib(static_cast<double>(hs.share)),
-              static_cast<long long>(hs.min_window),
-              static_cast<unsigned long long>(hs.admit_waits),
-              static_cast<unsigned long long>(hs.ticks_ok),
-              static_cast<unsigned long long>(hs.ticks_soft),
-              static_cast<unsigned long long>(hs.ticks_hard));
+              ll(hs.window_max), mib(hs.share), ll(hs.min_window), ull(hs.admit_waits),
+              ull(hs.ticks_ok), ull(hs.ticks_soft), ull(hs.ticks_hard));
   std::printf("hub: peak admitted %.2f MiB in all, %.2f MiB for one destination (bound %.2f MiB); "
               "peak reading %.2f MiB; peak footprint %.2f MiB (admitted, reading and kept by the "
               "pool, per tick), %llu trims; %llu frames from guests written; %llu frames for a "
               "rank cut off, dropped\n",
-              mib(static_cast<double>(hs.peak_held)), mib(static_cast<double>(hs.peak_destination)),
-              mib(static_cast<double>(bound)), mib(static_cast<double>(hs.peak_reading)),
-              mib(static_cast<double>(hs.peak_footprint)),
-              static_cast<unsigned long long>(hs.trims),
-              static_cast<unsigned long long>(hs.guest_frames),
-              static_cast<unsigned long long>(hs.dropped));
+              mib(hs.peak_held), mib(hs.peak_destination), mib(bound), mib(hs.peak_reading),
+              mib(hs.peak_footprint), ull(hs.trims), ull(hs.guest_frames), ull(hs.dropped));
   std::printf("memory: peak resident %.1f MiB (ru_maxrss), resident now %.1f MiB\n",
               peak_rss_kib() / 1024.0, proc_status_kib("VmRSS") / 1024.0);
 
   if (frames != sent_total || hs.frames != sent_total) {
-    std::fprintf(stderr,
-                 "relay: FAIL: %llu frames sent, %llu forwarded by the hub, %llu received\n",
-                 static_cast<unsigned long long>(sent_total),
-                 static_cast<unsigned long long>(hs.frames),
-                 static_cast<unsigned long long>(frames));
-    ok = false;
+    fail(ok, "%llu frames sent, %llu forwarded by the hub, %llu received\n", ull(sent_total),
+         ull(hs.frames), ull(frames));
   }
-  if (sent_total == 0) {
-    std::fprintf(stderr, "relay: FAIL: no frame was sent\n");
-    ok = false;
-  }
+  if (sent_total == 0) fail(ok, "no frame was sent\n");
   // The ownership chain must actually recycle: with a pool that keeps buffers and acquires
   // enough to turn the thread caches over, no hit at all means buffers never went round. A run
   // with no acquires (every frame empty) or a pool that keeps nothing has nothing to check.
   const bool recycles = o.pool != pool_kind::off && o.pool_bound > 0;
   if (recycles && ps.hits == 0 && takes >= 1000) {
-    std::fprintf(stderr, "relay: FAIL: the pool answered no acquire from a retired buffer\n");
-    ok = false;
+    fail(ok, "the pool answered no acquire from a retired buffer\n");
   }
   // A rate over fewer than 1000 acquires says more about the cold start than the pool.
   if (o.min_hit_rate > 0) {
@@ -574,25 +541,16 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
       std::printf("pool: --min-hit-rate not checked: %s\n",
                   recycles ? "fewer than 1000 acquires" : "the pool keeps no buffer");
     } else if (hit_rate < o.min_hit_rate) {
-      std::fprintf(stderr,
-                   "relay: FAIL: the pool answered %.1f%% of acquires, below --min-hit-rate=%.0f\n",
-                   hit_rate, o.min_hit_rate);
-      ok = false;
+      fail(ok, "the pool answered %.1f%% of acquires, below --min-hit-rate=%.0f\n", hit_rate,
+           o.min_hit_rate);
     }
   }
   if (hs.peak_destination > bound) {
-    std::fprintf(stderr, "relay: FAIL: a destination's admitted bytes reached %lld, above the bound "
-                 "of %lld\n", static_cast<long long>(hs.peak_destination),
-                 static_cast<long long>(bound));
-    ok = false;
+    fail(ok, "a destination's admitted bytes reached %lld, above the bound of %lld\n",
+         ll(hs.peak_destination), ll(bound));
   }
-  if (hs.held != 0) {
-    std::fprintf(stderr, "relay: FAIL: the hub still holds %lld bytes after the run\n",
-                 static_cast<long long>(hs.held));
-    ok = false;
-  }
-  std::printf("relay: %s\n", ok ? "OK: every frame arrived intact and in order"
-                                : "FAILED");
+  if (hs.held != 0) fail(ok, "the hub still holds %lld bytes after the run\n", ll(hs.held));
+  std::printf("relay: %s\n", ok ? "OK: every frame arrived intact and in order" : "FAILED");
   std::fflush(stdout);
   return ok ? 0 : 1;
 }
@@ -606,9 +564,8 @@ int main(int argc, char** argv) {
     files.rlim_cur = files.rlim_max;
     (void)setrlimit(RLIMIT_NOFILE, &files);
   }
-  const sluice::pool_options defaults;
-  const options o = parse(argc, argv, defaults.ceiling);
-  sluice::pool_options po = defaults;
+  sluice::pool_options po;
+  const options o = parse(argc, argv, po.ceiling);
   po.enabled = o.pool != pool_kind::off;
   po.thread_cache = o.thread_cache;
   po.bound = o.pool_bound;

@@ -46,18 +46,10 @@ void run_context::note_received(std::uint64_t payload_bytes) {
   }
 }
 
-void run_context::sender_done() {
+void run_context::count_done(std::uint32_t& counter) {
   {
     std::lock_guard lk(mu);
-    ++senders_done;
-  }
-  cv.notify_all();
-}
-
-void run_context::receiver_done() {
-  {
-    std::lock_guard lk(mu);
-    ++receivers_done;
+    ++counter;
   }
   cv.notify_all();
 }
@@ -116,8 +108,6 @@ void rank_node::send_loop() {
                            std::strerror(err));
         break;
       }
-      ctx_.frames_sent.fetch_add(1, std::memory_order_relaxed);
-      ctx_.bytes_sent.fetch_add(h.length, std::memory_order_relaxed);
     }
     {
       std::unique_lock lk(ctx_.mu);
@@ -145,7 +135,7 @@ void rank_node::send_loop() {
   }
   ::shutdown(fd_, SHUT_WR);  // the hub's pump reads EOF: this rank has nothing more to send
   sent_ = next;
-  ctx_.sender_done();
+  ctx_.count_done(ctx_.senders_done);
 }
 
 void rank_node::receive_loop() {
@@ -258,7 +248,7 @@ void rank_node::receive_loop() {
     discard_to_eof(fd_);
   }
   received_ = next;
-  ctx_.receiver_done();
+  ctx_.count_done(ctx_.receivers_done);
 }
 
 }  // namespace relay

@@ -28,7 +28,7 @@ struct run_context {
   std::optional<std::chrono::steady_clock::time_point> deadline;  // --duration
 
   std::atomic<bool> failed{false};
-  std::atomic<std::uint64_t> frames_sent{0}, bytes_sent{0}, frames_received{0}, bytes_received{0};
+  std::atomic<std::uint64_t> frames_received{0}, bytes_received{0};
 
   // Progress, for the main thread and the bad-input clients to wait on.
   std::mutex mu;
@@ -43,8 +43,7 @@ struct run_context {
   // Reports a failed check (the first few are printed) and marks the run failed.
   void fail(std::uint32_t rank, const std::string& message);
   void note_received(std::uint64_t payload_bytes);
-  void sender_done();
-  void receiver_done();
+  void count_done(std::uint32_t& counter);  // senders_done or receivers_done, under mu
 
  private:
   std::atomic<int> printed_{0};

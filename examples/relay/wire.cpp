@@ -17,20 +17,14 @@ namespace relay {
 
 namespace {
 
-void put32(std::byte* p, std::uint32_t v) noexcept {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+template <class T>
+void put(std::byte* p, T v) noexcept {
+  for (std::size_t i = 0; i < sizeof v; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
 }
-void put64(std::byte* p, std::uint64_t v) noexcept {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-}
-std::uint32_t get32(const std::byte* p) noexcept {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= std::uint32_t{std::to_integer<std::uint8_t>(p[i])} << (8 * i);
-  return v;
-}
-std::uint64_t get64(const std::byte* p) noexcept {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= std::uint64_t{std::to_integer<std::uint8_t>(p[i])} << (8 * i);
+template <class T>
+T get(const std::byte* p) noexcept {
+  T v = 0;
+  for (std::size_t i = 0; i < sizeof v; ++i) v |= T{std::to_integer<std::uint8_t>(p[i])} << (8 * i);
   return v;
 }
 
@@ -56,41 +50,41 @@ std::uint64_t mix64(std::uint64_t x) noexcept {
 }
 
 void encode(const header& h, std::byte* out) noexcept {
-  put32(out + 0, h.magic);
-  put32(out + 4, h.kind);
-  put32(out + 8, h.source);
-  put32(out + 12, h.destination);
-  put64(out + 16, h.serial);
-  put64(out + 24, h.length);
+  put(out + 0, h.magic);
+  put(out + 4, h.kind);
+  put(out + 8, h.source);
+  put(out + 12, h.destination);
+  put(out + 16, h.serial);
+  put(out + 24, h.length);
 }
 
 header decode(const std::byte* in) noexcept {
-  return {.magic = get32(in + 0),
-          .kind = get32(in + 4),
-          .source = get32(in + 8),
-          .destination = get32(in + 12),
-          .serial = get64(in + 16),
-          .length = get64(in + 24)};
+  return {.magic = get<std::uint32_t>(in + 0),
+          .kind = get<std::uint32_t>(in + 4),
+          .source = get<std::uint32_t>(in + 8),
+          .destination = get<std::uint32_t>(in + 12),
+          .serial = get<std::uint64_t>(in + 16),
+          .length = get<std::uint64_t>(in + 24)};
 }
 
 void encode_hello(std::uint32_t id, std::byte* out) noexcept {
-  put32(out, hello_magic);
-  put32(out + 4, id);
+  put(out, hello_magic);
+  put(out + 4, id);
 }
 
 bool decode_hello(const std::byte* in, std::uint32_t& id) noexcept {
-  if (get32(in) != hello_magic) return false;
-  id = get32(in + 4);
+  if (get<std::uint32_t>(in) != hello_magic) return false;
+  id = get<std::uint32_t>(in + 4);
   return true;
 }
 
 void fill_payload(std::uint32_t source, std::uint64_t serial, std::span<std::byte> out) noexcept {
   const pattern p(source, serial);
   const std::size_t words = out.size() / 8;
-  for (std::size_t k = 0; k < words; ++k) put64(out.data() + 8 * k, p.word(k));
+  for (std::size_t k = 0; k < words; ++k) put(out.data() + 8 * k, p.word(k));
   if (const std::size_t tail = out.size() % 8; tail != 0) {
     std::array<std::byte, 8> w;
-    put64(w.data(), p.word(words));
+    put(w.data(), p.word(words));
     std::memcpy(out.data() + 8 * words, w.data(), tail);
   }
 }
@@ -100,7 +94,7 @@ std::size_t check_payload(std::uint32_t source, std::uint64_t serial,
   const pattern p(source, serial);
   std::array<std::byte, 8> w;
   for (std::size_t at = 0; at < in.size(); at += 8) {
-    put64(w.data(), p.word(at / 8));
+    put(w.data(), p.word(at / 8));
     const std::size_t n = std::min<std::size_t>(8, in.size() - at);
     if (std::memcmp(w.data(), in.data() + at, n) != 0) {
       for (std::size_t i = 0; i < n; ++i) {
@@ -113,7 +107,7 @@ std::size_t check_payload(std::uint32_t source, std::uint64_t serial,
 
 std::byte expected_byte(std::uint32_t source, std::uint64_t serial, std::size_t offset) noexcept {
   std::array<std::byte, 8> w;
-  put64(w.data(), pattern(source, serial).word(offset / 8));
+  put(w.data(), pattern(source, serial).word(offset / 8));
   return w[offset % 8];
 }
 
@@ -161,28 +155,15 @@ int write_all(int fd, std::span<const std::byte> bytes) noexcept {
   return 0;
 }
 
-std::size_t discard_to_eof(int fd) noexcept {
+void discard_to_eof(int fd) noexcept {
   std::array<std::byte, 64 * 1024> scratch;
-  std::size_t total = 0;
   for (;;) {
     const ssize_t got = ::recv(fd, scratch.data(), scratch.size(), 0);
-    if (got > 0) {
-      total += static_cast<std::size_t>(got);
-    } else if (got == 0 || errno != EINTR) {
-      return total;
-    }
+    if (got == 0 || (got < 0 && errno != EINTR)) return;
   }
 }
 
 namespace {
-sockaddr_in loopback(std::uint16_t port) noexcept {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
-
 [[noreturn]] void throw_errno(int fd, const char* what) {
   const int e = errno;
   if (fd >= 0) ::close(fd);
@@ -193,7 +174,10 @@ sockaddr_in loopback(std::uint16_t port) noexcept {
 int connect_loopback(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw_errno(-1, "socket");
-  const sockaddr_in a = loopback(port);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
     throw_errno(fd, "connect to the hub");
   }

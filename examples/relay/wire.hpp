@@ -78,8 +78,8 @@ struct io_result {
 [[nodiscard]] io_result read_exact(int fd, std::byte* out, std::size_t n) noexcept;
 // Writes the bytes in full; 0 or an errno. Never raises SIGPIPE.
 [[nodiscard]] int write_all(int fd, std::span<const std::byte> bytes) noexcept;
-// Reads and throws away until the peer closes or the read fails; how many bytes that was.
-std::size_t discard_to_eof(int fd) noexcept;
+// Reads and throws away until the peer closes or the read fails.
+void discard_to_eof(int fd) noexcept;
 
 // A connected socket to 127.0.0.1:port with TCP_NODELAY set. Throws std::system_error.
 [[nodiscard]] int connect_loopback(std::uint16_t port);
