@@ -1,11 +1,14 @@
 #include "hostile.hpp"
 
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -157,9 +160,12 @@ hostile_clients::hostile_clients(std::uint32_t non_reader, std::size_t ceiling,
     throw std::runtime_error("hostile clients: no socketpair");
   }
   std::fflush(nullptr);  // nothing buffered is written twice
+  const pid_t parent = ::getpid();
   child_ = ::fork();
   if (child_ < 0) throw std::runtime_error("hostile clients: fork failed");
   if (child_ == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // not an orphan holding connections if the parent dies
+    if (::getppid() != parent) std::_Exit(1);  // it died before the line above
     ::close(fds[0]);
     clients(non_reader, ceiling, std::max<std::size_t>(connections, 8), fds[1]).run();
   }

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -410,6 +411,15 @@ class hub {
     for (std::size_t index = 0;; ++index) {
       if (!co_await place_for_one()) break;
       auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(io_), as_tuple());
+      if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
+          ec == asio::error::no_memory || ec == asio::error::connection_aborted || ec.value() == ENFILE) {
+        // Out of open files or memory for now, or a peer gone before it was accepted: the next
+        // connection waits in the backlog while a connection ends and frees what it held.
+        asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(10));
+        co_await pause.async_wait(as_tuple());
+        --index;
+        continue;
+      }
       if (ec) {
         if (!ending()) {  // not the hub's own cancel
           report(index, -1, conn_error_kind::internal,
@@ -778,7 +788,9 @@ class hub {
           // Called as each write_some completes (and first with 0): progress restarts the deadline.
           const auto progress = [&](const std::error_code& e, std::size_t written) -> std::size_t {
             retire_through(at_once + written);
-            c->write_deadline = clock::now() + options_.io_timeout;
+            // The watcher may be asleep for up to io_timeout: the first call wakes it to plan
+            // from this write's start, so that what the peer takes from now on counts.
+            if (std::exchange(c->write_deadline, clock::now() + options_.io_timeout) == no_deadline) c->timer.cancel();
             c->queued_mark = -1;
             return e ? 0 : total;
           };

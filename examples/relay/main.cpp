@@ -80,7 +80,7 @@ constexpr const char* usage_text =
     "                         that each is reported while the ranks' traffic completes intact\n"
     "  --hostile              also connect slow, idle, early and non-reading clients, which\n"
     "                         stay on throughout; the ranks' traffic must still complete\n"
-    "  --hostile-connections=N  --hostile with N connections (at least 8) held at once, made\n"
+    "  --hostile-connections=N  --hostile with N connections (8 to 16384) held at once, made\n"
     "                         before the ranks start; prints the hub process's resident memory\n"
     "                         per connection\n"
     "  --threads=N            threads running the hub's io_context (default: one per core)\n"
@@ -156,7 +156,7 @@ options parse(int argc, char** argv, std::size_t ceiling) {
       usage_error("unknown option or missing value: " + std::string(arg));
     } else if (name == "--hostile-connections") {
       o.hostile = true;
-      o.hostile_connections = parse_count(name, value, 8, 1'000'000);
+      o.hostile_connections = parse_count(name, value, 8, relay::hub_options{}.max_connections);
     } else if (name == "--threads") {
       o.hub.threads = static_cast<unsigned>(parse_count(name, value, 1, 1024));
     } else if (name == "--ranks") {
@@ -196,7 +196,7 @@ options parse(int argc, char** argv, std::size_t ceiling) {
     } else if (name == "--seed") {
       o.seed = parse_count(name, value, 0, UINT64_MAX);
     } else if (name == "--report-every") {
-      o.report_every = parse_seconds(name, value);
+      o.report_every = std::max(parse_seconds(name, value), 0.001);  // a loop of prints below 1 ms
     } else if (name == "--timeout") {
       o.timeout = parse_seconds(name, value);
     } else if (name == "--inject") {
