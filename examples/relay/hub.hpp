@@ -126,13 +126,7 @@ inline void raise_to(std::atomic<std::int64_t>& max, std::int64_t v) noexcept {
   while (seen < v && !max.compare_exchange_weak(seen, v, std::memory_order_relaxed)) {
   }
 }
-inline void lower_to(std::atomic<std::int64_t>& min, std::int64_t v) noexcept {
-  std::int64_t seen = min.load(std::memory_order_relaxed);
-  while (seen > v && !min.compare_exchange_weak(seen, v, std::memory_order_relaxed)) {
-  }
-}
 }  // namespace detail
-
 
 template <class Pool>
 class hub {
@@ -400,7 +394,10 @@ class hub {
       ticks_[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
       for (outbox& o : outboxes_) {
         o.window.adjust(p, window_max_);
-        if (p != sluice::pressure::ok) detail::lower_to(min_window_, o.window.cap());
+        // Relaxed, a statistic; written by this coroutine alone.
+        if (p != sluice::pressure::ok && o.window.cap() < min_window_.load(std::memory_order_relaxed)) {
+          min_window_.store(o.window.cap(), std::memory_order_relaxed);
+        }
       }
     }
   }
@@ -413,8 +410,7 @@ class hub {
       auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(io_), as_tuple());
       if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
           ec == asio::error::no_memory || ec == asio::error::connection_aborted || ec.value() == ENFILE) {
-        // Out of open files or memory for now, or a peer gone before it was accepted: the next
-        // connection waits in the backlog while a connection ends and frees what it held.
+        // Out of files or memory for now: the next waits in the backlog while others end.
         asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(10));
         co_await pause.async_wait(as_tuple());
         --index;
