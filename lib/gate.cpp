@@ -323,9 +323,7 @@ struct mutex_gate::async_access {
     detail::async_waiter* taken = nullptr;
     {
       std::lock_guard lock(spot.mutex);
-      bool queued = false;
-      for (auto* w = spot.async_head; w != nullptr && !queued; w = w->next) queued = w->gate == g;
-      if (queued) taken = grant(spot, *g);  // else g may be gone: touch nothing of it
+      if (queued_for(spot, g, nullptr, nullptr)) taken = grant(spot, *g);  // else g may be gone
     }
     finish_admitted(taken);
   }
