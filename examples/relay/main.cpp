@@ -472,8 +472,10 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
       const bad_client& g = guests[i];
       const std::int64_t id =
           g.input == bad_input::bad_hello ? std::int64_t{-1} : std::int64_t{g.id};
-      const auto reports = std::ranges::count(errors, id, &conn_error::id);
-      const auto first = std::ranges::find(errors, id, &conn_error::id);
+      // std::count_if and std::find_if, not std::ranges: libc++ 14 has neither ranges form.
+      const auto has_id = [id](const conn_error& e) { return e.id == id; };
+      const auto reports = std::count_if(errors.begin(), errors.end(), has_id);
+      const auto first = std::find_if(errors.begin(), errors.end(), has_id);
       const bool good = reports == 1 && first->kind == g.expected;
       reported += good;
       const std::string report = reports == 0 ? "(no report)"
