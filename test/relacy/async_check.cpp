@@ -6,17 +6,16 @@
 
 #include "check.hpp"
 #include "../doctest.hpp"
-#include "parking.hpp"
+#include "spot.hpp"
 #include "sluice/detail/async_wait.hpp"
 #include "sluice/gate.hpp"
-
-namespace sluice_relacy {
-extern std::optional<sluice::detail::parking_spot> spot;
-}
 
 namespace {
 
 using namespace sluice_relacy;
+
+// The spot's queue holds nobody.
+bool queue_empty() { return spot->async_head == nullptr && spot->async_tail == nullptr; }
 
 // An async wait as asio_admit.hpp makes one: a node the gate's spot links, and what its finish saw.
 struct waiter : sluice::detail::async_waiter {
@@ -79,7 +78,7 @@ struct async_wake : rl::test_suite<async_wake<raise_cap>, 2> {
     }
   }
   void after() {
-    RL_ASSERT(w.finished($) == 1 && w.admitted($));
+    RL_ASSERT(w.finished($) == 1 && w.admitted($) && !w.queued && queue_empty());
     RL_ASSERT(gate->in_flight() == (raise_cap ? 2 : 1));
     gate->set_cap(3);
     RL_ASSERT(gate->try_admit());  // the queue mark left with the waiter
@@ -88,10 +87,40 @@ struct async_wake : rl::test_suite<async_wake<raise_cap>, 2> {
   }
 };
 
-// The queue mark: while the coroutine is queued a thread's admit() waits, and the admission the
-// coroutine's handler gives back reaches the thread (or, if the thread came first, the thread's
-// reaches the coroutine). Neither may wait for good (a thread asleep is a deadlock to Relacy, a
-// waiter still queued fails after()), and the count never passes the cap of 1.
+// The queue mark: while a coroutine is queued, try_admit and has_capacity refuse, so that the
+// room a note_done makes goes to it. The waiter's own thread makes that room after queueing it
+// (nobody else can, so it is queued for certain); the other thread must never get in.
+struct async_before_try : rl::test_suite<async_before_try, 2> {
+  std::optional<sluice::gate> gate;
+  waiter w;
+
+  void before() {
+    spot.emplace();
+    gate.emplace(1);
+    gate->note_submitted();
+    w.start(*gate, false);
+  }
+  void thread(unsigned index) {
+    if (index == 0) {
+      sluice::detail::async_wait(*gate, w);  // queued: the gate is full
+      gate->note_done();                     // the room, which must go to w
+    } else {
+      RL_ASSERT(!gate->has_capacity());
+      RL_ASSERT(!gate->try_admit());  // never overtakes the queued waiter
+    }
+  }
+  void after() {
+    RL_ASSERT(w.finished($) == 1 && w.admitted($) && queue_empty());
+    RL_ASSERT(gate->in_flight() == 1);
+    gate.reset();
+    spot.reset();
+  }
+};
+
+// A thread's admit() behind a queued coroutine whose handler gives its admission back at once:
+// the admission reaches the thread (or, if the thread came first, the thread's reaches the
+// coroutine). Neither may wait for good (a thread asleep is a deadlock to Relacy, a waiter still
+// queued fails after()), and the count never passes the cap of 1.
 struct async_then_thread : rl::test_suite<async_then_thread, 3> {
   std::optional<sluice::gate> gate;
   waiter w;
@@ -120,8 +149,9 @@ struct async_then_thread : rl::test_suite<async_then_thread, 3> {
     }
   }
   void after() {
-    RL_ASSERT(w.finished($) == 1 && w.admitted($));
+    RL_ASSERT(w.finished($) == 1 && w.admitted($) && queue_empty());
     RL_ASSERT(gate->in_flight() == 0);
+    RL_ASSERT(gate->try_admit());  // the queue mark left with the waiter
     gate.reset();
     spot.reset();
   }
@@ -151,11 +181,51 @@ struct async_cancel_race : rl::test_suite<async_cancel_race, 3> {
   }
   void after() {
     // A cancel that came before the wait was queued found nothing: the wait was then admitted.
-    RL_ASSERT(w.finished($) == 1);
+    RL_ASSERT(w.finished($) == 1 && !w.queued && queue_empty() && w.handle_slot == nullptr);
     RL_ASSERT(gate->in_flight() == (w.admitted($) ? 1 : 0));
-    RL_ASSERT(w.handle_slot == nullptr);
     gate->set_cap(2);
     RL_ASSERT(gate->try_admit());  // the queue mark left with the waiter
+    gate.reset();
+    spot.reset();
+  }
+};
+
+// No admission lost: two coroutines queued in order, the first cancelled while a note_done
+// makes room. The one admission goes to exactly one of them, the first only if the room came
+// before its cancellation, otherwise the second (FIFO: never the second while the first waits).
+struct async_cancel_head : rl::test_suite<async_cancel_head, 3> {
+  std::optional<sluice::gate> gate;
+  waiter first, second;
+
+  void before() {
+    spot.emplace();
+    gate.emplace(1);
+    gate->note_submitted();
+    first.start(*gate, true);
+    second.start(*gate, false);
+  }
+  void thread(unsigned index) {
+    if (index == 0) {
+      sluice::detail::async_wait(*gate, first);
+      sluice::detail::async_wait(*gate, second);
+    } else if (index == 1) {
+      gate->note_done();
+    } else if (sluice::detail::async_waiter* taken = sluice::detail::async_cancel(&*gate, &first.handle_slot)) {
+      taken->finish(taken, false);
+    }
+  }
+  void after() {
+    RL_ASSERT(first.finished($) == 1);
+    if (first.admitted($)) {  // the second still waits: take it out, unfinished
+      RL_ASSERT(second.finished($) == 0);
+      RL_ASSERT(sluice::detail::async_withdraw(second));
+    } else {  // the room passed on to the second
+      RL_ASSERT(second.finished($) == 1 && second.admitted($));
+    }
+    RL_ASSERT(gate->in_flight() == 1);  // one admission: not lost, not doubled
+    RL_ASSERT(queue_empty());
+    gate->set_cap(2);
+    RL_ASSERT(gate->try_admit());  // the queue mark left with the last waiter
     gate.reset();
     spot.reset();
   }
@@ -167,6 +237,28 @@ TEST_CASE("gate: an async waiter is admitted by note_done and by a raised cap (A
   expect_passes("async wake by note_done, every schedule of <= 3 preemptions", explore<async_wake<false>>(every_schedule(3)));
   expect_passes("async wake by set_cap, every schedule of <= 3 preemptions", explore<async_wake<true>>(every_schedule(3)));
   expect_passes("async wake by note_done, random schedules", explore<async_wake<false>>(random_schedules(100'000)));
+  expect_passes("async wake by set_cap, random schedules", explore<async_wake<true>>(random_schedules(100'000)));
+}
+
+TEST_CASE("gate: the grant loop's admission acquires what note_done released, weakened") {
+  const ordering orderings[] = {
+      {"(1) note_done's release-CAS", "lib/gate.cpp", "std::memory_order_release,    // (1), (W2)", 2},
+      {"(2) the admission's acquire-CAS", "lib/gate.cpp", "std::memory_order_acquire,    // (2)", 2},
+  };
+  for (const ordering& o : orderings) {
+    unsigned weakened = 0;
+    const outcome r = explore_weakened<async_wake<false>>(o, every_schedule(3), weakened);
+    std::printf("relacy: async wake, %s weakened: %s after %lu executions\n", o.name,
+                r.passed ? "NOT REPORTED" : r.verdict().c_str(), r.iterations);
+    INFO(std::string(o.name));
+    CHECK(weakened > 0);
+    CHECK_FALSE(r.passed);
+  }
+}
+
+TEST_CASE("gate: try_admit and has_capacity refuse while an async waiter is queued") {
+  expect_passes("async before try, every schedule of <= 3 preemptions", explore<async_before_try>(every_schedule(3)));
+  expect_passes("async before try, random schedules", explore<async_before_try>(random_schedules(100'000)));
 }
 
 TEST_CASE("gate: a thread behind a queued async waiter is admitted when the waiter's permit returns") {
@@ -177,4 +269,6 @@ TEST_CASE("gate: a thread behind a queued async waiter is admitted when the wait
 TEST_CASE("gate: cancellation racing a wake-up owns the waiter, or the wake-up does") {
   expect_passes("async cancel race, every schedule of <= 3 preemptions", explore<async_cancel_race>(every_schedule(3)));
   expect_passes("async cancel race, random schedules", explore<async_cancel_race>(random_schedules(100'000)));
+  expect_passes("async cancel of the head, every schedule of <= 3 preemptions", explore<async_cancel_head>(every_schedule(3)));
+  expect_passes("async cancel of the head, random schedules", explore<async_cancel_head>(random_schedules(100'000)));
 }

@@ -5,12 +5,8 @@
 
 #include "check.hpp"
 #include "../doctest.hpp"
-#include "parking.hpp"
+#include "spot.hpp"
 #include "sluice/gate.hpp"
-
-namespace sluice_relacy {
-extern std::optional<sluice::detail::parking_spot> spot;
-}
 
 namespace {
 

@@ -1,12 +1,9 @@
-// The gate's parking spots under Relacy: one spot, made afresh for each explored execution (the
-// library's table lives in static storage across executions, which Relacy's mutexes cannot).
-// Every gate shares the one spot, as gates whose addresses hash alike share one in the library.
-#include "parking.hpp"
-
-#include <optional>
+// The gate's parking spots under Relacy: one spot (spot.hpp), made afresh for each explored
+// execution. Every gate shares it, as gates whose addresses hash alike share one in the library.
+#include "spot.hpp"
 
 namespace sluice_relacy {
-std::optional<sluice::detail::parking_spot> spot;  // made in each test's before()
+spot_holder spot;
 }
 
 namespace sluice::detail {
