@@ -17,6 +17,19 @@ using namespace sluice_relacy;
 // The spot's queue holds nobody.
 bool queue_empty() { return spot->async_head == nullptr && spot->async_tail == nullptr; }
 
+// Each check's start: a fresh spot and a full gate of cap 1, which only a note_done opens.
+void full_gate(std::optional<sluice::gate>& gate) {
+  spot.emplace();
+  gate.emplace(1);
+  gate->note_submitted();
+}
+
+// Each check's end, after its assertions.
+void end_check(std::optional<sluice::gate>& gate) {
+  gate.reset();
+  spot.reset();
+}
+
 // An async wait as asio_admit.hpp makes one: a node the gate's spot links, and what its finish saw.
 struct waiter : sluice::detail::async_waiter {
   rl::var<int> finished;   // how many times finish ran
@@ -58,9 +71,7 @@ struct async_wake : rl::test_suite<async_wake<raise_cap>, 2> {
   rl::var<int> payload;
 
   void before() {
-    spot.emplace();
-    gate.emplace(1);
-    gate->note_submitted();
+    full_gate(gate);
     payload($) = 0;
     w.payload = raise_cap ? nullptr : &payload;
     w.start(*gate, false);
@@ -82,8 +93,7 @@ struct async_wake : rl::test_suite<async_wake<raise_cap>, 2> {
     RL_ASSERT(gate->in_flight() == (raise_cap ? 2 : 1));
     gate->set_cap(3);
     RL_ASSERT(gate->try_admit());  // the queue mark left with the waiter
-    gate.reset();
-    spot.reset();
+    end_check(gate);
   }
 };
 
@@ -95,9 +105,7 @@ struct async_before_try : rl::test_suite<async_before_try, 2> {
   waiter w;
 
   void before() {
-    spot.emplace();
-    gate.emplace(1);
-    gate->note_submitted();
+    full_gate(gate);
     w.start(*gate, false);
   }
   void thread(unsigned index) {
@@ -112,8 +120,7 @@ struct async_before_try : rl::test_suite<async_before_try, 2> {
   void after() {
     RL_ASSERT(w.finished($) == 1 && w.admitted($) && queue_empty());
     RL_ASSERT(gate->in_flight() == 1);
-    gate.reset();
-    spot.reset();
+    end_check(gate);
   }
 };
 
@@ -127,9 +134,7 @@ struct async_then_thread : rl::test_suite<async_then_thread, 3> {
   rl::atomic<int> held;  // the test's own count of admissions held
 
   void before() {
-    spot.emplace();
-    gate.emplace(1);
-    gate->note_submitted();
+    full_gate(gate);
     held($) = 1;
     w.release_on_admit = &*gate;
     w.held = &held;
@@ -152,8 +157,7 @@ struct async_then_thread : rl::test_suite<async_then_thread, 3> {
     RL_ASSERT(w.finished($) == 1 && w.admitted($) && queue_empty());
     RL_ASSERT(gate->in_flight() == 0);
     RL_ASSERT(gate->try_admit());  // the queue mark left with the waiter
-    gate.reset();
-    spot.reset();
+    end_check(gate);
   }
 };
 
@@ -165,9 +169,7 @@ struct async_cancel_race : rl::test_suite<async_cancel_race, 3> {
   waiter w;
 
   void before() {
-    spot.emplace();
-    gate.emplace(1);
-    gate->note_submitted();
+    full_gate(gate);
     w.start(*gate, true);
   }
   void thread(unsigned index) {
@@ -185,8 +187,7 @@ struct async_cancel_race : rl::test_suite<async_cancel_race, 3> {
     RL_ASSERT(gate->in_flight() == (w.admitted($) ? 1 : 0));
     gate->set_cap(2);
     RL_ASSERT(gate->try_admit());  // the queue mark left with the waiter
-    gate.reset();
-    spot.reset();
+    end_check(gate);
   }
 };
 
@@ -198,9 +199,7 @@ struct async_cancel_head : rl::test_suite<async_cancel_head, 3> {
   waiter first, second;
 
   void before() {
-    spot.emplace();
-    gate.emplace(1);
-    gate->note_submitted();
+    full_gate(gate);
     first.start(*gate, true);
     second.start(*gate, false);
   }
@@ -226,8 +225,7 @@ struct async_cancel_head : rl::test_suite<async_cancel_head, 3> {
     RL_ASSERT(queue_empty());
     gate->set_cap(2);
     RL_ASSERT(gate->try_admit());  // the queue mark left with the last waiter
-    gate.reset();
-    spot.reset();
+    end_check(gate);
   }
 };
 
