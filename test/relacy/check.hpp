@@ -122,6 +122,20 @@ outcome explore_weakened(const ordering& o, const exploration& e, unsigned& weak
   return r;
 }
 
+// A check that must fail with `o` weakened: the weakened operation ran, and Relacy reported it.
+// `check` names the check in the line printed.
+template <class Test>
+void expect_reported(const char* check, const ordering& o, const exploration& e) {
+  unsigned weakened = 0;
+  const outcome r = explore_weakened<Test>(o, e, weakened);
+  std::printf("relacy: %s, %s weakened (%u operations): %s after %lu executions\n", check, o.name, weakened,
+              r.passed ? "NOT REPORTED" : r.verdict().c_str(), r.iterations);
+  std::fflush(stdout);
+  INFO(std::string(o.name));
+  CHECK(weakened > 0);
+  CHECK_FALSE(r.passed);
+}
+
 // A check that must pass: one line of what Relacy explored, and its report if it failed.
 inline void expect_passes(const char* what, const outcome& r) {
   std::printf("relacy: %s: %s after %lu executions\n", what, r.passed ? "passed" : "FAILED", r.iterations);
