@@ -31,12 +31,18 @@ struct fork_registry {
   }
 };
 
-void fork_aware::join() noexcept {
+void fork_aware::join(bool first) noexcept {
   pthread_once(&fork_registry::handlers, &fork_registry::install);
   std::lock_guard lock(fork_registry::mutex);
-  next_ = fork_registry::head;
+  first_ = first;
+  prev_ = nullptr;  // at the head, or behind the objects that joined first
+  if (!first) {
+    for (fork_aware* o = fork_registry::head; o != nullptr && o->first_; o = o->next_) prev_ = o;
+  }
+  fork_aware*& at = prev_ != nullptr ? prev_->next_ : fork_registry::head;
+  next_ = at;
   if (next_ != nullptr) next_->prev_ = this;
-  fork_registry::head = this;
+  at = this;
   listed_ = true;
 }
 

@@ -42,74 +42,98 @@ constexpr std::int64_t count_of(std::uint64_t word) noexcept {
   return static_cast<std::int64_t>(word & count_mask);
 }
 
-// ---- the queue of async waiters on a parking spot (docs/asio.md) ----------------------------
+// ---- the queues of async waiters (docs/asio.md) ---------------------------------------------
 //
-// Guarded by the spot's mutex. A waiter leaves the queue once: taken by a grant loop (admitted),
-// by async_cancel or by async_withdraw, whichever holds the mutex first.
+// Guarded by the spot's mutex. A waiter leaves its gate's queue once: taken by a grant loop
+// (admitted), by async_cancel or by its gate's destruction (not admitted), each of which then
+// hands it over, or withdrawn by async_withdraw; whichever holds the mutex first.
 
 void link_waiter(detail::parking_spot& spot, detail::async_waiter& w) noexcept {
-  w.prev = spot.async_tail;
-  w.next = nullptr;
-  (spot.async_tail != nullptr ? spot.async_tail->next : spot.async_head) = &w;
-  spot.async_tail = &w;
+  spot.queues.push(w);
   w.queued = true;
   if (w.handle != nullptr) *w.handle = &w;
 }
 
-void unlink_waiter(detail::parking_spot& spot, detail::async_waiter& w) noexcept {
-  (w.prev != nullptr ? w.prev->next : spot.async_head) = w.next;
-  (w.next != nullptr ? w.next->prev : spot.async_tail) = w.prev;
-  w.prev = w.next = nullptr;
+// Answers whether a waiter of w's gate is still queued.
+bool unlink_waiter(detail::parking_spot& spot, detail::async_waiter& w) noexcept {
+  const bool left = spot.queues.remove(w);
   w.queued = false;
   if (w.handle != nullptr) *w.handle = nullptr;
+  return left;
 }
 
-// Whether a waiter of g is still queued on the spot, once w has been unlinked: first w's old
-// neighbours (a gate's waiters mostly queue together), then the spot's whole queue.
-bool queued_for(const detail::parking_spot& spot, const void* g, const detail::async_waiter* prev,
-                const detail::async_waiter* next) noexcept {
-  if ((prev != nullptr && prev->gate == g) || (next != nullptr && next->gate == g)) return true;
-  for (const detail::async_waiter* w = spot.async_head; w != nullptr; w = w->next) {
-    if (w->gate == g) return true;
-  }
-  return false;
-}
-
-// The grant loop: takes the gate's waiters from the head, oldest first, while take() admits one;
-// stops at the first that it cannot admit (take() then left the gate marked, so that the call
-// that makes room comes back here). Returns the taken waiters chained through next, to be
-// finished once the spot is unlocked; found: whether it met a waiter of the gate (if not, it
-// touched nothing of the gate, which may be gone); left: whether one is still queued.
-template <class Take>
-detail::async_waiter* grant(detail::parking_spot& spot, const void* g, Take take, bool& found,
-                            bool& left) noexcept {
-  detail::async_waiter* taken = nullptr;
-  detail::async_waiter** tail = &taken;
-  found = left = false;
-  for (detail::async_waiter* w = spot.async_head; w != nullptr;) {
-    detail::async_waiter* const next = w->next;
-    if (w->gate == g) {
-      found = true;
-      if (!take()) {
-        left = true;
-        break;
-      }
-      unlink_waiter(spot, *w);
-      *tail = w;
-      tail = &w->next;
-    }
-    w = next;
-  }
+// Under the spot's mutex: the hand-over of the waiters chained through `next` begins (a fork
+// waits for it to end: parking.hpp).
+detail::async_waiter* begin_hand_over(detail::parking_spot& spot, detail::async_waiter* taken) noexcept {
+  if (taken != nullptr) spot.handing_over.fetch_add(1, std::memory_order_relaxed);  // under the mutex
   return taken;
 }
 
-void finish_admitted(detail::async_waiter* taken) noexcept {
+// After the spot's mutex is let go: hands over each waiter begin_hand_over counted, ends the
+// hand-over, and only then discards those whose context is gone (which may call a gate).
+void hand_over(detail::parking_spot& spot, detail::async_waiter* taken, bool admitted) noexcept {
+  if (taken == nullptr) return;
+  detail::async_waiter* undelivered = nullptr;
   while (taken != nullptr) {
     detail::async_waiter* const w = taken;
     taken = w->next;
     w->next = nullptr;
-    w->finish(w, true);
+    if (!w->hand_over(w, admitted)) {
+      w->next = undelivered;
+      undelivered = w;
+    }
   }
+  spot.handing_over.fetch_sub(1, std::memory_order_release);  // the fork's acquire (parking.cpp)
+  while (undelivered != nullptr) {
+    detail::async_waiter* const w = undelivered;
+    undelivered = w->next;
+    w->next = nullptr;
+    w->discard(w, admitted);
+  }
+}
+
+// The grant loop: takes the gate's waiters from the head, oldest first, while take() admits one;
+// stops at the first that it cannot admit (take() then left the gate marked, so that the call
+// that makes room comes back here). Returns the taken waiters chained through next, their
+// hand-over begun; found: whether it met a waiter of the gate (if not, it touched nothing of the
+// gate, which may be gone); left: whether one is still queued.
+template <class Take>
+detail::async_waiter* grant(detail::parking_spot& spot, const void* g, Take take, bool& found, bool& left) noexcept {
+  detail::async_waiter* taken = nullptr;
+  detail::async_waiter** tail = &taken;
+  detail::async_waiter* w = spot.queues.head(g);
+  found = w != nullptr;
+  left = false;
+  while (w != nullptr) {
+    if (!take()) {
+      left = true;
+      break;
+    }
+    detail::async_waiter* const next = w->next;
+    unlink_waiter(spot, *w);
+    *tail = w;
+    tail = &w->next;
+    w = next;
+  }
+  return begin_hand_over(spot, taken);
+}
+
+// A gate destroyed with waits queued: they leave unadmitted (operation_aborted), and the gate is
+// not touched (docs/gate.md, LIFETIME).
+void abandon_waiters(const void* g) noexcept {
+  detail::parking_spot& spot = detail::parking_for(g);
+  detail::async_waiter* taken = nullptr;
+  {
+    std::lock_guard lock(spot.mutex);
+    detail::async_waiter** tail = &taken;
+    while (detail::async_waiter* const w = spot.queues.head(g)) {
+      unlink_waiter(spot, *w);
+      *tail = w;
+      tail = &w->next;
+    }
+    begin_hand_over(spot, taken);
+  }
+  hand_over(spot, taken, false);
 }
 
 }  // namespace
@@ -169,6 +193,7 @@ struct gate::async_access {
     if (cleared) clear_queue_mark(mutable_g);
     return taken;
   }
+
   // The queue mark is set and cleared only under the spot's mutex, which orders it against the
   // queue; relaxed, as W1: the word carries no data.
   static void set_queue_mark(gate& g) noexcept { g.word_.fetch_or(queue_bit, std::memory_order_relaxed); }
@@ -176,9 +201,18 @@ struct gate::async_access {
   static void left_unadmitted(const void* g, bool last) noexcept {
     if (last) clear_queue_mark(*static_cast<gate*>(const_cast<void*>(g)));
   }
+  static void serve(const void* g) noexcept { wake(static_cast<const gate*>(g)); }
+  static constexpr detail::async_gate_ops ops{&left_unadmitted, &serve};
 };
 
 gate::gate(std::int64_t cap) noexcept : word_(pack(clamp_cap(cap), 0)) {}
+
+// Relaxed: the calls that queued a waiter happen-before the destruction (the caller's duty, as
+// for any object); a mark that a grant on another thread has just cleared only costs a look at
+// the spot, where the waiters are found gone.
+gate::~gate() {
+  if ((word_.load(std::memory_order_relaxed) & queue_bit) != 0) abandon_waiters(this);
+}
 
 void gate::note_submitted() noexcept {
   // Relaxed: a submission publishes nothing, and makes no room. One CAS, retried only when
@@ -252,10 +286,10 @@ void gate::wake(const gate* g) noexcept {
   {
     std::lock_guard lock(spot.mutex);
     bool cleared = false;
-    if (spot.async_head != nullptr) taken = async_access::grant(spot, g, cleared);
+    if (!spot.queues.empty()) taken = async_access::grant(spot, g, cleared);
   }
   spot.wake.notify_all();
-  finish_admitted(taken);
+  hand_over(spot, taken, true);
 }
 
 bool gate::has_capacity() const noexcept {
@@ -308,26 +342,36 @@ struct mutex_gate::async_access {
     dequeued(g);
     return true;
   }
-  // Under the spot's mutex.
-  static detail::async_waiter* grant(detail::parking_spot& spot, mutex_gate& g) noexcept {
-    bool found = false, left = false;
-    return sluice::grant(spot, &g, [&g] { return take(g); }, found, left);
-  }
   static void left_unadmitted(const void* g, bool /*last*/) noexcept {
     mutex_gate& m = *static_cast<mutex_gate*>(const_cast<void*>(g));
     std::lock_guard lock(m.mutex_);
     dequeued(m);
   }
-  static void wake(mutex_gate* g) noexcept {
+  // Under the spot's mutex; take() touches g only once a waiter of it was found, else g may be gone.
+  static detail::async_waiter* grant(detail::parking_spot& spot, const void* g) noexcept {
+    bool found = false, left = false;
+    return sluice::grant(spot, g, [g] { return take(*static_cast<mutex_gate*>(const_cast<void*>(g))); }, found, left);
+  }
+  static void wake(const void* g) noexcept {
     detail::parking_spot& spot = detail::parking_for(g);
     detail::async_waiter* taken = nullptr;
     {
       std::lock_guard lock(spot.mutex);
-      if (queued_for(spot, g, nullptr, nullptr)) taken = grant(spot, *g);  // else g may be gone
+      taken = grant(spot, g);
     }
-    finish_admitted(taken);
+    hand_over(spot, taken, true);
   }
+  static constexpr detail::async_gate_ops ops{&left_unadmitted, &wake};
 };
+
+mutex_gate::~mutex_gate() {
+  bool queued = false;
+  {
+    std::lock_guard lock(mutex_);
+    queued = async_queued_ > 0;
+  }
+  if (queued) abandon_waiters(this);
+}
 
 void mutex_gate::note_submitted() noexcept {
   std::lock_guard lock(mutex_);
@@ -412,13 +456,13 @@ void async_wait(gate& g, async_waiter& w) noexcept {
   bool cleared = false;
   {
     std::lock_guard lock(spot.mutex);
-    w.left_unadmitted = &gate::async_access::left_unadmitted;
+    w.ops = &gate::async_access::ops;
     link_waiter(spot, w);
     gate::async_access::set_queue_mark(g);
     taken = gate::async_access::grant(spot, &g, cleared);
   }
   if (cleared) spot.wake.notify_all();  // threads the mark turned away meanwhile
-  finish_admitted(taken);
+  hand_over(spot, taken, true);
 }
 
 void async_wait(mutex_gate& g, async_waiter& w) noexcept {
@@ -426,15 +470,15 @@ void async_wait(mutex_gate& g, async_waiter& w) noexcept {
   async_waiter* taken = nullptr;
   {
     std::lock_guard lock(spot.mutex);
-    w.left_unadmitted = &mutex_gate::async_access::left_unadmitted;
+    w.ops = &mutex_gate::async_access::ops;
     link_waiter(spot, w);
     {
       std::lock_guard gate_lock(g.mutex_);  // before the loop's tries: no lost wake-up
       ++g.async_queued_;
     }
-    taken = mutex_gate::async_access::grant(spot, g);
+    taken = mutex_gate::async_access::grant(spot, &g);
   }
-  finish_admitted(taken);
+  hand_over(spot, taken, true);
 }
 
 namespace {
@@ -442,21 +486,24 @@ namespace {
 // it), so it may be told; the spot's threads are woken when the last waiter of the gate left, as
 // the queue may have been all that turned them away.
 void leave_unadmitted(parking_spot& spot, async_waiter& w) noexcept {
-  const async_waiter* const prev = w.prev;
-  const async_waiter* const next = w.next;
-  unlink_waiter(spot, w);
-  const bool last = !queued_for(spot, w.gate, prev, next);
-  w.left_unadmitted(w.gate, last);
+  const bool last = !unlink_waiter(spot, w);
+  w.ops->left_unadmitted(w.gate, last);
   if (last) spot.wake.notify_all();
 }
 }  // namespace
 
-async_waiter* async_cancel(const void* g, async_waiter* const* handle) noexcept {
+bool async_cancel(const void* g, async_waiter* const* handle) noexcept {
   parking_spot& spot = parking_for(g);
-  std::lock_guard lock(spot.mutex);
-  async_waiter* const w = *handle;  // non-null only while queued (link_waiter, unlink_waiter)
-  if (w != nullptr) leave_unadmitted(spot, *w);
-  return w;
+  async_waiter* w = nullptr;
+  {
+    std::lock_guard lock(spot.mutex);
+    w = *handle;  // non-null only while queued (link_waiter, unlink_waiter)
+    if (w == nullptr) return false;
+    leave_unadmitted(spot, *w);
+    begin_hand_over(spot, w);
+  }
+  hand_over(spot, w, false);
+  return true;
 }
 
 bool async_withdraw(async_waiter& w) noexcept {

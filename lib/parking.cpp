@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <new>
+#include <thread>
 
 #include <pthread.h>
 
@@ -14,12 +15,16 @@ namespace {
 
 // The table, held across fork() like the pools' mutexes, so that a forked child never finds a
 // spot locked by a thread it does not have; the child also starts each spot's condition
-// variable afresh, since the waiters it may record are the parent's other threads.
+// variable afresh, since the waiters it may record are the parent's other threads. With every
+// spot held, no waiter can leave a queue, and the fork waits for the hand-overs already under
+// way (docs/asio.md, Fork): a child finds each async waiter queued or handed over, never between.
+// It joins the fork registry first, so that no pool is held while it waits: a hand-over may
+// allocate, from a pool too.
 class parking_lot final : public fork_aware {
  public:
   static constexpr std::size_t size = 64;  // a power of two
 
-  parking_lot() { join(); }
+  parking_lot() { join(/*first=*/true); }
 
   parking_spot& spot(const void* key) noexcept {
     const auto h = std::hash<const void*>{}(key);
@@ -28,6 +33,10 @@ class parking_lot final : public fork_aware {
 
   void lock_for_fork() noexcept override {
     for (auto& s : spots_) s.mutex.lock();
+    for (auto& s : spots_) {
+      // acquire: pairs with the release that ends a hand-over, which the child then inherits whole
+      while (s.handing_over.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    }
   }
   void unlock_in_parent() noexcept override {
     for (auto& s : spots_) s.mutex.unlock();

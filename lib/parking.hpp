@@ -5,19 +5,23 @@
 // thread parked on the spot, which then checks its own gate again. Spots are never freed.
 #pragma once
 
+#include "async_queue.hpp"
 #include "sluice/detail/atomic.hpp"
 
 namespace sluice::detail {
 
-struct async_waiter;
-
 struct parking_spot {
   detail::mutex mutex;
   detail::condition_variable wake;
-  // The asynchronous waiters of the gates on this spot, oldest first (docs/asio.md); guarded by
-  // mutex.
-  async_waiter* async_head = nullptr;
-  async_waiter* async_tail = nullptr;
+  // The asynchronous waiters of the gates on this spot, a queue per gate (docs/asio.md); guarded
+  // by mutex.
+  async_queues queues;
+  // Hand-overs in progress: waiters taken out of the queues (under mutex) whose hand_over has not
+  // returned yet. A fork waits, holding every spot's mutex, until each spot's count is zero, so
+  // that a child never inherits a waiter that is in neither a queue nor its context's hands
+  // (docs/asio.md, Fork). Raised under mutex (relaxed: the mutex orders it before the fork's
+  // read); lowered with release, after the hand-overs, for the fork's acquire.
+  detail::atomic<long> handing_over{0};
 };
 
 // The spot of the object at `key`. Never fails; the first call makes the table.

@@ -89,6 +89,7 @@ class timed_admissions {
 class gate : public detail::timed_admissions<gate> {
  public:
   explicit gate(std::int64_t cap) noexcept;  // nothing in flight; cap clamped into [1, gate_limit]
+  ~gate();  // async waits still queued complete unadmitted (docs/gate.md, LIFETIME)
   gate(const gate&) = delete;
   gate& operator=(const gate&) = delete;
 
@@ -123,6 +124,7 @@ class gate : public detail::timed_admissions<gate> {
 class mutex_gate : public detail::timed_admissions<mutex_gate> {
  public:
   explicit mutex_gate(std::int64_t cap) noexcept;
+  ~mutex_gate();
   mutex_gate(const mutex_gate&) = delete;
   mutex_gate& operator=(const mutex_gate&) = delete;
 

@@ -4,8 +4,10 @@
 // a thread which does not exist in it was holding, and each object may repair in the child what
 // the parent's other threads left (their thread caches, in sluice::pool).
 //
-// Lock order: the registry's own mutex, then each object's, in registration order. No object
-// may take the registry's mutex while it holds one of its own.
+// Lock order: the registry's own mutex, then each object's, in the registry's order: the objects
+// that joined first (the gates' parking lot, whose prepare waits for hand-overs that may allocate
+// from a pool: docs/asio.md, Fork), then the others, newest first. No object may take the
+// registry's mutex while it holds one of its own.
 #pragma once
 
 namespace sluice::detail {
@@ -24,8 +26,9 @@ class fork_aware {
   ~fork_aware() = default;
 
   // Registers. The most derived constructor calls it last, once nothing can throw and every
-  // member a handler uses exists (a fork may run the handlers from that instant).
-  void join() noexcept;
+  // member a handler uses exists (a fork may run the handlers from that instant). `first`: its
+  // handlers run before those of every object that did not join first.
+  void join(bool first = false) noexcept;
   // Unregisters, after a fork in progress has finished. The most derived destructor calls it
   // first, before it destroys anything the handlers use.
   void leave() noexcept;
@@ -35,6 +38,7 @@ class fork_aware {
   fork_aware* prev_ = nullptr;
   fork_aware* next_ = nullptr;
   bool listed_ = false;
+  bool first_ = false;
 };
 
 }  // namespace sluice::detail

@@ -1,7 +1,7 @@
 // The gate's queue of async waiters (lib/gate.cpp, docs/asio.md) under Relacy: the grant loop's
 // no-lost-wake-up argument (A), the queue mark that turns threads away while a waiter is queued,
 // and cancellation racing a wake-up. The waiters are the nodes that <sluice/asio.hpp> queues,
-// without Asio: their finish records what happened.
+// without Asio: their hand_over records what happened.
 #include <optional>
 
 #include "check.hpp"
@@ -15,7 +15,7 @@ namespace {
 using namespace sluice_relacy;
 
 // The spot's queue holds nobody.
-bool queue_empty() { return spot->async_head == nullptr && spot->async_tail == nullptr; }
+bool queue_empty() { return spot->queues.empty(); }
 
 // Each check's start: a fresh spot and a full gate of cap 1, which only a note_done opens.
 void full_gate(std::optional<sluice::gate>& gate) {
@@ -30,12 +30,14 @@ void end_check(std::optional<sluice::gate>& gate) {
   spot.reset();
 }
 
-// An async wait as asio_admit.hpp makes one: a node the gate's spot links, and what its finish saw.
+// An async wait as asio_admit.hpp makes one: a node the gate's spot links, and what its
+// hand-over saw.
 struct waiter : sluice::detail::async_waiter {
-  rl::var<int> finished;   // how many times finish ran
+  rl::var<int> finished;   // how many times it was handed over
   rl::var<bool> admitted;  // what the last one said
   rl::var<int>* payload = nullptr;
-  // When set, the handler counts itself in, then drops its permit at once (note_done).
+  // When set, the handler counts itself in, then drops its permit (note_done) as an Asio handler
+  // that cannot be posted is dropped: in discard, once the hand-over has ended.
   sluice::gate* release_on_admit = nullptr;
   rl::atomic<int>* held = nullptr;
   sluice::detail::async_waiter* handle_slot = nullptr;  // the canceller's handle
@@ -45,9 +47,10 @@ struct waiter : sluice::detail::async_waiter {
     admitted($) = false;
     gate = &g;
     handle = cancellable ? &handle_slot : nullptr;
-    handle_slot = prev = next = nullptr;
+    handle_slot = prev = next = tail = bucket_next = nullptr;
+    bucket_link = nullptr;
     queued = false;
-    finish = [](sluice::detail::async_waiter* node, bool ok) noexcept {
+    hand_over = [](sluice::detail::async_waiter* node, bool ok) noexcept {
       waiter& w = *static_cast<waiter*>(node);
       w.finished($) = w.finished($) + 1;
       w.admitted($) = ok;
@@ -55,8 +58,12 @@ struct waiter : sluice::detail::async_waiter {
       if (ok && w.release_on_admit != nullptr) {
         RL_ASSERT((*w.held)($).fetch_add(1, rl::mo_relaxed) == 0);  // alone in the gate
         (*w.held)($).fetch_sub(1, rl::mo_relaxed);
-        w.release_on_admit->note_done();
+        return false;
       }
+      return true;
+    };
+    discard = [](sluice::detail::async_waiter* node, bool) noexcept {
+      static_cast<waiter*>(node)->release_on_admit->note_done();
     };
   }
 };
@@ -161,7 +168,7 @@ struct async_then_thread : rl::test_suite<async_then_thread, 3> {
   }
 };
 
-// Cancellation racing a wake-up: whichever takes the node from the queue first owns it. finish
+// Cancellation racing a wake-up: whichever takes the node from the queue first owns it. hand_over
 // runs exactly once; a cancelled wait counted nothing, an admitted one holds its admission; the
 // queue mark is gone either way.
 struct async_cancel_race : rl::test_suite<async_cancel_race, 3> {
@@ -177,8 +184,8 @@ struct async_cancel_race : rl::test_suite<async_cancel_race, 3> {
       sluice::detail::async_wait(*gate, w);
     } else if (index == 1) {
       gate->note_done();
-    } else if (sluice::detail::async_waiter* taken = sluice::detail::async_cancel(&*gate, &w.handle_slot)) {
-      taken->finish(taken, false);
+    } else {
+      sluice::detail::async_cancel(&*gate, &w.handle_slot);
     }
   }
   void after() {
@@ -209,8 +216,8 @@ struct async_cancel_head : rl::test_suite<async_cancel_head, 3> {
       sluice::detail::async_wait(*gate, second);
     } else if (index == 1) {
       gate->note_done();
-    } else if (sluice::detail::async_waiter* taken = sluice::detail::async_cancel(&*gate, &first.handle_slot)) {
-      taken->finish(taken, false);
+    } else {
+      sluice::detail::async_cancel(&*gate, &first.handle_slot);
     }
   }
   void after() {

@@ -7,12 +7,14 @@
 //
 // No include guard: each including header guards its own variant.
 
+#include <algorithm>
 #include <concepts>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "sluice/detail/async_wait.hpp"
 #include "sluice/gate.hpp"
@@ -84,6 +86,24 @@ class admit_service final : public net::execution_context::service {
     op.service_prev = op.service_next = nullptr;
   }
 
+  // In a forked child (after notify_fork): a note_done that made room in the parent may have
+  // stopped at the fork before its grant (docs/gate.md, FORK), so every gate with a wait of this
+  // context queued is served now.
+  void notify_fork(net::execution_context::fork_event event) override {
+    if (event != net::execution_context::fork_child) return;
+    std::vector<const async_waiter*> gates;  // one queued wait per gate
+    {
+      std::lock_guard lock(mutex_);
+      for (const admit_op_base* op = head_; op != nullptr; op = op->service_next) {
+        const auto same = [op](const async_waiter* w) { return w->gate == op->gate; };
+        if (std::find_if(gates.begin(), gates.end(), same) == gates.end()) gates.push_back(op);
+      }
+    }
+    // No lock held: a wait served here completes through begin_finish. The child runs one thread,
+    // so the waits listed stay alive until their gate is served.
+    for (const async_waiter* w : gates) async_serve(*w);
+  }
+
   void shutdown() override {
     admit_op_base* withdrawn = nullptr;
     {
@@ -127,7 +147,7 @@ struct admit_canceller {
     constexpr auto honoured =
         net::cancellation_type::terminal | net::cancellation_type::partial | net::cancellation_type::total;
     if ((type & honoured) == net::cancellation_type::none) return;
-    if (async_waiter* w = async_cancel(gate, &waiter)) w->finish(w, false);
+    async_cancel(gate, &waiter);
   }
 };
 
@@ -187,13 +207,14 @@ struct admit_op final : admit_op_base {
     free(op, allocator_type(net::get_associated_allocator(op->handler)));
   }
 
-  // The node left its gate's queue (async_waiter::finish): complete the wait on its executor,
-  // with the node freed before the handler runs; or, when the context is shut down, destroy the
-  // handler and the admission (which gives it back) instead.
-  static void complete(async_waiter* w, bool admitted) noexcept {
+  // The node left its gate's queue (async_waiter::hand_over): complete the wait on its executor,
+  // with the node freed before the handler runs. False when the context is shut down: drop
+  // then destroys the handler and the admission (which gives it back), once the fork's window
+  // has closed, since that may call the gate.
+  static bool deliver(async_waiter* w, bool admitted) noexcept {
     auto* op = static_cast<admit_op*>(w);
     admit_service& service = *op->service;
-    const bool live = service.begin_finish(*op);
+    if (!service.begin_finish(*op)) return false;
     {
       allocator_type alloc(net::get_associated_allocator(op->handler));
       admit_completion<Handler, Gate> done{
@@ -204,7 +225,17 @@ struct admit_op final : admit_op_base {
       free(op, alloc);
       // post, never dispatch: not inside async_admit, nor inside the note_done that made room.
       // It allocates (from the handler's allocator); a failure there ends the program.
-      if (live) net::post(work, std::move(done));
+      net::post(work, std::move(done));
+    }
+    service.end_finish();
+    return true;
+  }
+  static void drop(async_waiter* w, bool admitted) noexcept {
+    auto* op = static_cast<admit_op*>(w);
+    admit_service& service = *op->service;
+    {
+      const permit<Gate> admission = admitted ? permit<Gate>(op->gate_, std::adopt_lock) : permit<Gate>();
+      destroy_op(op);
     }
     service.end_finish();
   }
@@ -245,7 +276,8 @@ struct initiate_admit {
     if (slot.is_connected()) handle = &slot.template emplace<admit_canceller>(admit_canceller{g}).waiter;
     handler_type h(std::forward<Handler>(handler));
     op_type* op = op_type::make(*g, std::move(h));
-    op->finish = &op_type::complete;
+    op->hand_over = &op_type::deliver;
+    op->discard = &op_type::drop;
     op->destroy = &op_type::destroy_op;
     op->gate = g;
     op->service = &service;

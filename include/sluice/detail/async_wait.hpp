@@ -1,6 +1,6 @@
-// sluice/detail/async_wait.hpp: the queue of asynchronous waiters that <sluice/asio.hpp> builds
-// on. Not part of sluice's API: a waiter is a node that the caller owns and that the gate's
-// parking spot links while it waits (docs/asio.md).
+// sluice/detail/async_wait.hpp: the queues of asynchronous waiters that <sluice/asio.hpp> and the
+// Python module build on. Not part of sluice's API: a waiter is a node that the caller owns and
+// that its gate's queue links while it waits (docs/asio.md).
 #pragma once
 
 namespace sluice {
@@ -10,38 +10,64 @@ class mutex_gate;
 
 namespace sluice::detail {
 
-// One asynchronous wait for an admission. The caller fills gate, handle and finish, and keeps the
-// node alive until finish is called or async_withdraw returns true.
+struct async_waiter;
+
+// What a queue needs of the gate a waiter waits on; set by async_wait.
+struct async_gate_ops {
+  // Under the spot's mutex: a waiter left the queue unadmitted (cancelled or withdrawn); last: no
+  // other waiter of the gate is queued.
+  void (*left_unadmitted)(const void* gate, bool last) noexcept;
+  // Admits the gate's queued waiters while there is room, as the calls that make room do; touches
+  // the gate only if a waiter of it is queued.
+  void (*serve)(const void* gate) noexcept;
+};
+
+// One asynchronous wait for an admission. The caller fills hand_over, discard, gate and handle,
+// and keeps the node alive until hand_over returned true, discard was called, or async_withdraw
+// returned true.
 struct async_waiter {
-  // Called exactly once for a node that left the queue through a wake-up (admitted: the
-  // admission is counted and now belongs to the waiter) or through async_cancel (not admitted:
-  // nothing counted). Called with no lock held, on the thread of the call that took the node.
-  void (*finish)(async_waiter*, bool admitted) noexcept = nullptr;
+  // Hands the outcome over, exactly once, for a node that left the queue through a grant
+  // (admitted: the admission is counted and now belongs to the waiter), a cancellation or its
+  // gate's destruction (not admitted: nothing counted). Called with no lock held, on the thread
+  // that took the node. A fork waits until it returns (docs/asio.md, Fork), so it must neither
+  // call a gate nor wait for anything: it posts, or queues, and returns. False when the outcome
+  // cannot be delivered (the waiter's context is gone): discard is then called, after the fork's
+  // wait has ended, to destroy what the node holds (an admission with it: `admitted`).
+  bool (*hand_over)(async_waiter*, bool admitted) noexcept = nullptr;
+  void (*discard)(async_waiter*, bool admitted) noexcept = nullptr;
   const void* gate = nullptr;  // the gate waited on
-  // Set by async_wait: tells the gate, under the spot's mutex, that the node left the queue
-  // unadmitted (cancelled or withdrawn); last: no other waiter of the gate is queued.
-  void (*left_unadmitted)(const void* gate, bool last) noexcept = nullptr;
+  const async_gate_ops* ops = nullptr;  // set by async_wait
   // Where a canceller keeps this node's address (null: no cancellation). Set to the node when it
   // is queued and to null, under the spot's mutex, when it leaves the queue in any way: the
   // canceller then finds it in one step, and never after it left. The canceller must outlive
   // the wait (Asio's rule for a cancellation slot's handler).
   async_waiter** handle = nullptr;
-  // Guarded by the spot's mutex.
+  // The queue's links, under the spot's mutex (lib/async_queue.hpp): the gate's FIFO, and, in its
+  // head alone, its tail and its place in the spot's table of gates.
   async_waiter* prev = nullptr;
   async_waiter* next = nullptr;
+  async_waiter* tail = nullptr;
+  async_waiter* bucket_next = nullptr;
+  async_waiter** bucket_link = nullptr;
   bool queued = false;
 };
 
 // Queues w at the tail of its gate's waiters, then admits waiters from the head while there is
-// room, w included (their finish runs before this returns, after the spot is unlocked).
+// room, w included (their hand_over runs before this returns, after the spot is unlocked).
 void async_wait(gate& g, async_waiter& w) noexcept;
 void async_wait(mutex_gate& g, async_waiter& w) noexcept;
 
-// The waiter whose handle is `handle`, taken out of the queue, or null when it has already left.
-// `gate` is its gate's address: only that gate's parking spot is touched, never the gate.
-async_waiter* async_cancel(const void* gate, async_waiter* const* handle) noexcept;
+// Cancels the waiter whose handle is `handle`: takes it out of the queue and hands it over
+// unadmitted; false when it has already left. `gate` is its gate's address: only that gate's
+// parking spot is touched, never the gate.
+bool async_cancel(const void* gate, async_waiter* const* handle) noexcept;
 
-// Takes w out of the queue if it is still there (true), without calling finish.
+// Takes w out of the queue if it is still there (true), without handing it over.
 bool async_withdraw(async_waiter& w) noexcept;
+
+// Admits w's gate's queued waiters while there is room (a forked child's io_context, whose
+// wake-ups may have stayed in the parent: docs/gate.md, FORK). Touches the gate only if a waiter
+// of it is queued.
+inline void async_serve(const async_waiter& w) noexcept { w.ops->serve(w.gate); }
 
 }  // namespace sluice::detail
