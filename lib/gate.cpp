@@ -65,7 +65,8 @@ bool unlink_waiter(detail::parking_spot& spot, detail::async_waiter& w) noexcept
 // Under the spot's mutex: the hand-over of the waiters chained through `next` begins (a fork
 // waits for it to end: parking.hpp).
 detail::async_waiter* begin_hand_over(detail::parking_spot& spot, detail::async_waiter* taken) noexcept {
-  if (taken != nullptr) spot.handing_over.fetch_add(1, std::memory_order_relaxed);  // under the mutex
+  // (H1) relaxed: under the mutex, which the fork's prepare takes before it reads the count
+  if (taken != nullptr) spot.handing_over.fetch_add(1, std::memory_order_relaxed);
   return taken;
 }
 
@@ -83,7 +84,7 @@ void hand_over(detail::parking_spot& spot, detail::async_waiter* taken, bool adm
       undelivered = w;
     }
   }
-  spot.handing_over.fetch_sub(1, std::memory_order_release);  // the fork's acquire (parking.cpp)
+  spot.handing_over.fetch_sub(1, std::memory_order_release);  // (H2): pairs with H3 (parking.hpp)
   while (undelivered != nullptr) {
     detail::async_waiter* const w = undelivered;
     undelivered = w->next;

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <functional>
 #include <new>
-#include <thread>
 
 #include <pthread.h>
 
@@ -33,10 +32,7 @@ class parking_lot final : public fork_aware {
 
   void lock_for_fork() noexcept override {
     for (auto& s : spots_) s.mutex.lock();
-    for (auto& s : spots_) {
-      // acquire: pairs with the release that ends a hand-over, which the child then inherits whole
-      while (s.handing_over.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-    }
+    for (const auto& s : spots_) await_hand_overs(s);
   }
   void unlock_in_parent() noexcept override {
     for (auto& s : spots_) s.mutex.unlock();

@@ -5,6 +5,8 @@
 // thread parked on the spot, which then checks its own gate again. Spots are never freed.
 #pragma once
 
+#include <thread>
+
 #include "async_queue.hpp"
 #include "sluice/detail/atomic.hpp"
 
@@ -23,6 +25,14 @@ struct parking_spot {
   // read); lowered with release, after the hand-overs, for the fork's acquire.
   detail::atomic<long> handing_over{0};
 };
+
+// Under the spot's mutex, which keeps new ones from beginning: waits until the hand-overs in
+// progress have ended (a fork's prepare).
+inline void await_hand_overs(const parking_spot& spot) noexcept {
+  // (H3) acquire: pairs with the release that ends a hand-over (H2 in gate.cpp), so that what the
+  // hand-over did (posted, queued, freed) happens-before the fork, and the child inherits it whole
+  while (spot.handing_over.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
 
 // The spot of the object at `key`. Never fails; the first call makes the table.
 parking_spot& parking_for(const void* key) noexcept;

@@ -236,6 +236,80 @@ struct async_cancel_head : rl::test_suite<async_cancel_head, 3> {
   }
 };
 
+// Two gates on one spot (the checks' one spot is every gate's): each gate's wake-up and
+// cancellation reach its own waiters alone. A's note_done admits A's waiter, never B's; B's
+// cancellation takes B's waiter, never A's; each queue's head hands its place on as it leaves.
+struct async_two_gates : rl::test_suite<async_two_gates, 3> {
+  std::optional<sluice::gate> a, b;
+  waiter wa, wb1, wb2;
+
+  void before() {
+    spot.emplace();
+    a.emplace(1);
+    b.emplace(1);
+    a->note_submitted();
+    b->note_submitted();
+    wa.start(*a, false);
+    wb1.start(*b, true);
+    wb2.start(*b, false);
+  }
+  void thread(unsigned index) {
+    if (index == 0) {
+      sluice::detail::async_wait(*b, wb1);
+      sluice::detail::async_wait(*a, wa);
+      sluice::detail::async_wait(*b, wb2);
+    } else if (index == 1) {
+      a->note_done();
+    } else {
+      sluice::detail::async_cancel(&*b, &wb1.handle_slot);
+    }
+  }
+  void after() {
+    RL_ASSERT(wa.finished($) == 1 && wa.admitted($) && a->in_flight() == 1);
+    RL_ASSERT(wb2.finished($) == 0 && wb2.queued && b->in_flight() == 1);  // B made no room
+    if (wb1.finished($) == 1) {
+      RL_ASSERT(!wb1.admitted($) && !wb1.queued);
+    } else {  // the cancellation came before the wait was queued
+      RL_ASSERT(wb1.queued && sluice::detail::async_withdraw(wb1));
+    }
+    RL_ASSERT(sluice::detail::async_withdraw(wb2) && queue_empty());
+    b->set_cap(2);
+    RL_ASSERT(b->try_admit());  // B's queue mark left with its last waiter
+    a.reset();
+    b.reset();
+    spot.reset();
+  }
+};
+
+// A fork's prepare, holding the spot's mutex, waits for the hand-overs in progress (H): it then
+// finds the waiter queued, or handed over whole, never taken out but not yet handed over, and
+// what the hand-over wrote is visible to it (the child would inherit it). The waiter is queued
+// before the threads start.
+struct async_fork_window : rl::test_suite<async_fork_window, 2> {
+  std::optional<sluice::gate> gate;
+  waiter w;
+
+  void before() {
+    full_gate(gate);
+    w.start(*gate, false);
+    sluice::detail::async_wait(*gate, w);
+  }
+  void thread(unsigned index) {
+    if (index == 0) {
+      gate->note_done();
+    } else {
+      spot->mutex.lock();
+      sluice::detail::await_hand_overs(*spot);
+      RL_ASSERT(w.queued || w.finished($) == 1);
+      spot->mutex.unlock();
+    }
+  }
+  void after() {
+    RL_ASSERT(w.finished($) == 1 && w.admitted($) && queue_empty());
+    end_check(gate);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("gate: an async waiter is admitted by note_done and by a raised cap (A)") {
@@ -268,4 +342,17 @@ TEST_CASE("gate: cancellation racing a wake-up owns the waiter, or the wake-up d
   expect_passes("async cancel race, random schedules", explore<async_cancel_race>(random_schedules(100'000)));
   expect_passes("async cancel of the head, every schedule of <= 3 preemptions", explore<async_cancel_head>(every_schedule(3)));
   expect_passes("async cancel of the head, random schedules", explore<async_cancel_head>(random_schedules(100'000)));
+}
+
+TEST_CASE("gate: waiters of two gates on one spot: each wake-up and cancellation reaches its own") {
+  expect_passes("async two gates, every schedule of <= 2 preemptions", explore<async_two_gates>(every_schedule(2)));
+  expect_passes("async two gates, random schedules", explore<async_two_gates>(random_schedules(100'000)));
+}
+
+TEST_CASE("gate: a fork's prepare finds every async waiter queued or handed over (H)") {
+  // Random schedules alone: the prepare's wait spins, and a bounded search would explore its
+  // every spin.
+  expect_passes("async fork window, random schedules", explore<async_fork_window>(random_schedules(20'000)));
+  const ordering end{"(H2) a hand-over's end", "lib/gate.cpp", "std::memory_order_release);  // (H2)", 0};
+  expect_reported<async_fork_window>("async fork window", end, random_schedules(20'000));
 }
