@@ -4,12 +4,17 @@
 // cancellation racing a wake-up, timeouts, threads and coroutines on one gate, FIFO, and an
 // io_context destroyed with waits pending. Waits that must end are bounded (run_for, wait_for)
 // far beyond what they need, so a lost wake-up fails a check instead of hanging the test.
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -590,4 +595,168 @@ TEST_CASE_TEMPLATE("a context destroyed with an admitted wait still posted gives
   }
   CHECK_FALSE(invoked);
   CHECK(g.in_flight() == 0);
+}
+
+// docs/gate.md, LIFETIME: a gate destroyed with waits queued completes them at once with
+// operation_aborted and an empty permit; nothing of the gate is touched after (ASan watches),
+// and a cancellation emitted after that does nothing.
+TEST_CASE_TEMPLATE("a gate destroyed with waits pending completes them with operation_aborted", G, GATES) {
+  net::io_context io;
+  int aborted = 0, other = 0;
+  const auto count = [&](error_code ec, permit<G> p) { ++(ec == net::error::operation_aborted && !p ? aborted : other); };
+  net::cancellation_signal cancel;
+  {
+    auto g = std::make_unique<G>(1);
+    REQUIRE(g->try_admit());
+    for (int i = 0; i < 10; ++i) sluice::async_admit(*g, net::bind_executor(io, count));
+    sluice::async_admit(*g, net::bind_cancellation_slot(cancel.slot(), net::bind_executor(io, count)));
+  }
+  cancel.emit(net::cancellation_type::terminal);  // too late: the wait has left
+  io.run_for(long_enough);
+  CHECK(aborted == 11);
+  CHECK(other == 0);
+}
+
+#if !defined(SLUICE_TEST_TSAN)
+// docs/gate.md, FORK: a fork while another thread's set_cap grants thousands of waits (and posts
+// their handlers) leaves the child each wait queued or posted, never between: the child can
+// destroy its io_context (every wait withdrawn or destroyed, each admission given back) or run it
+// (every wait completes once), and in_flight() is exact either way. A child that hangs is ended
+// by SIGALRM. Not under ThreadSanitizer, whose runtime a child forked from a process with
+// other threads running may find locked.
+TEST_CASE("a fork during a grant leaves the child every wait queued or posted") {
+  constexpr int waits = sluice_test::sanitized ? 500 : 2000;
+  for (int round = 0; round < 12; ++round) {
+    const bool run_child = round % 2 == 1;
+    sluice::gate g{1};
+    REQUIRE(g.try_admit());
+    auto io = std::make_unique<net::io_context>();
+    std::vector<permit<sluice::gate>> kept;  // the handlers' admissions, held; on io's one thread
+    kept.reserve(waits);
+    for (int i = 0; i < waits; ++i) {
+      sluice::async_admit(g, net::bind_executor(*io, [&kept](error_code ec, permit<sluice::gate> p) {
+                            if (!ec) kept.push_back(std::move(p));
+                          }));
+    }
+    std::atomic<bool> started{false};
+    std::thread granter([&] {
+      started = true;
+      g.set_cap(waits + 1);  // admits every wait, posting each handler
+    });
+    // The fork comes at once, once the grant has begun to count admissions, or once it has
+    // counted them all and is posting their handlers.
+    const std::int64_t forks_at = round % 3 == 0 ? 0 : round % 3 == 1 ? 2 : waits + 1;
+    while (!started.load() || g.in_flight() < forks_at) std::this_thread::yield();
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      alarm(30);
+      io->notify_fork(net::execution_context::fork_child);
+      bool exact = false;
+      if (run_child) {
+        g.set_cap(waits + 1);  // the child's own room, if the parent's came after the fork
+        io->run();
+        exact = kept.size() == static_cast<std::size_t>(waits) && g.in_flight() == waits + 1;
+      } else {
+        io.reset();  // withdraws the queued waits, destroys the posted handlers with their permits
+        exact = g.in_flight() == 1;
+      }
+      _exit(exact ? 0 : 1);
+    }
+    granter.join();
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    INFO("round " << round << std::string(run_child ? ": the child runs its io_context" : ": the child destroys it"));
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    io->run_for(long_enough);
+    CHECK(kept.size() == static_cast<std::size_t>(waits));
+    kept.clear();
+    CHECK(g.in_flight() == 1);
+  }
+}
+#endif
+
+namespace {
+// Pages that a test makes unreadable once the waits it allocates there are queued, and an
+// allocator that hands them out (and frees nothing: the test unmaps them at its end).
+struct region {
+  std::size_t size;
+  char* base;
+  std::size_t used = 0;
+  explicit region(std::size_t bytes)
+      : size(bytes),
+        base(static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))) {}
+  ~region() { munmap(base, size); }
+  bool readable(bool on) { return mprotect(base, size, on ? PROT_READ | PROT_WRITE : PROT_NONE) == 0; }
+};
+
+template <class T>
+struct region_allocator {
+  using value_type = T;
+  region* r;
+  explicit region_allocator(region* where) : r(where) {}
+  template <class U>
+  region_allocator(const region_allocator<U>& o) : r(o.r) {}
+  T* allocate(std::size_t n) {
+    const std::size_t bytes = (n * sizeof(T) + alignof(std::max_align_t) - 1) / alignof(std::max_align_t) * alignof(std::max_align_t);
+    if (r->used + bytes > r->size) throw std::bad_alloc();
+    T* p = reinterpret_cast<T*>(r->base + r->used);
+    r->used += bytes;
+    return p;
+  }
+  void deallocate(T*, std::size_t) {}
+  template <class U>
+  bool operator==(const region_allocator<U>& o) const { return r == o.r; }
+};
+}  // namespace
+
+// docs/asio.md, Where async waiters live: each gate has its own queue, so queueing on a gate,
+// cancelling one of its waits, waking it (for an async waiter or a thread) never reads another
+// gate's waiters on the same parking spot. Gate a's waits but its first are allocated on pages
+// made unreadable while gate d, on a's spot, is used: a read of one of them ends the test with
+// SIGSEGV. (d's waits run on a context of their own: a context's list of its waits links each
+// new one to the last.)
+TEST_CASE_TEMPLATE("a gate's waits, wake-ups and cancellations never read another gate's waiters", G, GATES) {
+  net::io_context io, d_io;
+  G a{1};
+  REQUIRE(a.try_admit());
+  std::vector<std::unique_ptr<G>> others;  // until one shares a's spot (64 spots)
+  do {
+    others.push_back(std::make_unique<G>(1));
+  } while (&sluice::detail::parking_for(others.back().get()) != &sluice::detail::parking_for(&a));
+  G& d = *others.back();
+  REQUIRE(d.try_admit());
+  constexpr int a_waits = 1000;
+  region pages(std::size_t{1} << 20);
+  int a_admitted = 0;
+  const auto count_a = [&a_admitted](error_code ec, permit<G> p) { a_admitted += !ec && p; };
+  sluice::async_admit(a, net::bind_executor(io, count_a));  // a's head: the table holds it
+  for (int i = 1; i < a_waits; ++i) {
+    sluice::async_admit(a, net::bind_allocator(region_allocator<int>(&pages), net::bind_executor(io, count_a)));
+  }
+  REQUIRE(pages.readable(false));
+  net::cancellation_signal cancel;
+  bool d_aborted = false, d_admitted = false;
+  sluice::async_admit(d, net::bind_cancellation_slot(cancel.slot(), net::bind_executor(d_io, [&](error_code ec, permit<G>) {
+                        d_aborted = ec == net::error::operation_aborted;
+                      })));
+  sluice::async_admit(d, net::bind_executor(d_io, [&](error_code ec, permit<G> p) { d_admitted = !ec && p; }));
+  cancel.emit(net::cancellation_type::terminal);
+  d.note_done();  // admits d's second wait
+  std::atomic<bool> thread_admitted{false};
+  std::thread waiter([&] { thread_admitted = d.try_admit_for(long_enough); });
+  d.set_cap(2);  // wakes the thread, wherever it is
+  waiter.join();
+  CHECK(thread_admitted.load());
+  d.note_done();
+  REQUIRE(pages.readable(true));
+  a.set_cap(a_waits + 1);
+  io.run_for(long_enough);
+  d_io.run_for(long_enough);
+  CHECK(d_aborted);
+  CHECK(d_admitted);
+  CHECK(a_admitted == a_waits);
+  CHECK(a.in_flight() == 1);
+  CHECK(d.in_flight() == 0);
 }

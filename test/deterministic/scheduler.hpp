@@ -149,6 +149,10 @@ class scheduler {
     return !s.timed_out_[me];
   }
 
+  // In a forked child, where the scheduler's other threads do not exist: the calling thread runs
+  // unscheduled from here on.
+  static void detach() { me = none; }
+
   // Stalls in the last run (see block_until); asked after run() returns.
   static std::size_t stalls() { return instance().stalls_; }
 
