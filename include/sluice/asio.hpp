@@ -26,8 +26,11 @@
 // gate. Fairness: async waiters of one gate are admitted in FIFO order, and while any is queued,
 // try_admit refuses and waiting threads wait on, so no stream of try_admit callers starves a
 // waiting coroutine; a thread waits behind every queued coroutine (docs/asio.md, Fairness). A
-// gate with no async waiter pays nothing: try_admit and note_done are the same instructions. The
-// gate must outlive its pending waits. Boost.Asio: <sluice/boost_asio.hpp>, the same call. The design: docs/asio.md.
+// gate with no async waiter pays nothing: try_admit and note_done are the same instructions; a
+// gate's waits cost time in its own waiters only, a cancellation O(1). A gate destroyed with
+// waits pending completes them with operation_aborted. A forked child inherits each wait queued
+// or posted; after notify_fork it may run or destroy its io_context (docs/gate.md, FORK).
+// Boost.Asio: <sluice/boost_asio.hpp>, the same call. The design: docs/asio.md.
 #pragma once
 
 #include <asio.hpp>

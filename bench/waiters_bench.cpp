@@ -1,0 +1,153 @@
+// What async waiters cost at scale (<sluice/asio.hpp>, docs/asio.md, Where async waiters live):
+// how a gate's wake-up, cancellation, queueing and grant grow with its own waiters, and whether
+// they grow with another gate's waiters on the same parking spot. Each benchmark sets its scene
+// up outside the timing (Asio waits that never run: an io_context left idle) and times the one
+// call in question, in manual time.
+//
+//   waiters.wake_beside/M        note_done() on gate d waking a thread parked in d.admit(), while
+//                                another gate on d's spot has M async waits queued
+//   waiters.cancel_beside/M      cancelling gate c's only wait, with M waits of another gate on
+//                                c's spot
+//   waiters.many_gates/G/W       G gates, W waits each: queueing them all, then admitting them all
+//                                (set_cap on each gate, which grants and posts), one iteration
+//   waiters.one_gate/W           the same for W waits on one gate
+// The last two report queue_ms and admit_ms as counters (the time is their sum).
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "../lib/parking.hpp"
+#include "bench_main.hpp"
+#include "sluice/asio.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// Times one call per iteration: the mean as the benchmark's time, the median as a counter.
+class samples {
+ public:
+  explicit samples(benchmark::State& state) : state_(state) {}
+  ~samples() {
+    if (us_.empty()) return;
+    std::sort(us_.begin(), us_.end());
+    state_.counters["median_us"] = us_[us_.size() / 2];
+  }
+  template <class Call>
+  void time(Call call) {
+    const auto start = clock_type::now();
+    call();
+    const std::chrono::duration<double> took = clock_type::now() - start;
+    state_.SetIterationTime(took.count());
+    us_.push_back(took.count() * 1e6);
+  }
+
+ private:
+  benchmark::State& state_;
+  std::vector<double> us_;
+};
+
+// A gate that shares g's parking spot (there are 64), kept alive in `keep`.
+sluice::gate& neighbour_of(const sluice::gate& g, std::vector<std::unique_ptr<sluice::gate>>& keep) {
+  do {
+    keep.push_back(std::make_unique<sluice::gate>(1));
+  } while (&sluice::detail::parking_for(keep.back().get()) != &sluice::detail::parking_for(&g));
+  return *keep.back();
+}
+
+// M waits on a full gate `a`, queued on an io_context that is never run.
+void queue_waits(sluice::gate& a, asio::io_context& io, long m) {
+  for (long i = 0; i < m; ++i) {
+    sluice::async_admit(a, asio::bind_executor(io, [](std::error_code, sluice::permit<sluice::gate>) {}));
+  }
+}
+
+void wake_beside(benchmark::State& state) {
+  const long m = state.range(0);
+  sluice::gate a{1};
+  (void)a.try_admit();
+  std::vector<std::unique_ptr<sluice::gate>> keep;
+  sluice::gate& d = neighbour_of(a, keep);
+  auto io = std::make_unique<asio::io_context>();
+  queue_waits(a, *io, m);
+  (void)d.try_admit();
+  std::atomic<int> rounds{0};
+  std::atomic<bool> stop{false};
+  std::thread sleeper([&] {  // parks in admit(), gives its admission back once counted
+    while (!stop.load()) {
+      d.admit();
+      rounds.fetch_add(1);
+      d.note_done();
+    }
+  });
+  {
+    samples timed(state);
+    for (auto _ : state) {
+      const int seen = rounds.load();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the sleeper parks meanwhile
+      timed.time([&] { d.note_done(); });
+      while (rounds.load() == seen) std::this_thread::yield();
+      d.admit();  // the admission back, for the next round
+    }
+  }
+  stop = true;
+  d.note_done();
+  sleeper.join();
+  io.reset();  // withdraws a's waits
+}
+
+void cancel_beside(benchmark::State& state) {
+  const long m = state.range(0);
+  sluice::gate a{1};
+  (void)a.try_admit();
+  std::vector<std::unique_ptr<sluice::gate>> keep;
+  sluice::gate& c = neighbour_of(a, keep);
+  (void)c.try_admit();
+  auto io = std::make_unique<asio::io_context>();
+  queue_waits(a, *io, m);
+  {
+    samples timed(state);
+    for (auto _ : state) {
+      asio::cancellation_signal cancel;
+      sluice::async_admit(c, asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(*io, [](std::error_code, sluice::permit<sluice::gate>) {})));
+      timed.time([&] { cancel.emit(asio::cancellation_type::terminal); });
+    }
+  }
+  io.reset();
+}
+
+// Queues `waits` waits on each of `gates` full gates, then admits them all; reports each part.
+void queue_then_admit(benchmark::State& state, long gates, long waits) {
+  for (auto _ : state) {
+    std::vector<std::unique_ptr<sluice::gate>> gs;
+    for (long i = 0; i < gates; ++i) {
+      gs.push_back(std::make_unique<sluice::gate>(1));
+      (void)gs.back()->try_admit();
+    }
+    auto io = std::make_unique<asio::io_context>();
+    const auto start = clock_type::now();
+    for (auto& g : gs) queue_waits(*g, *io, waits);
+    const auto queued = clock_type::now();
+    for (auto& g : gs) g->set_cap(waits + 1);
+    const auto admitted = clock_type::now();
+    state.SetIterationTime(std::chrono::duration<double>(admitted - start).count());
+    state.counters["queue_ms"] = std::chrono::duration<double, std::milli>(queued - start).count();
+    state.counters["admit_ms"] = std::chrono::duration<double, std::milli>(admitted - queued).count();
+    io.reset();  // destroys the posted handlers, whose permits give the admissions back
+  }
+}
+
+}  // namespace
+
+BENCHMARK(wake_beside)->Name("waiters.wake_beside")->Arg(0)->Arg(100'000)->Arg(1'000'000)
+    ->UseManualTime()->Iterations(50)->Unit(benchmark::kMicrosecond);
+BENCHMARK(cancel_beside)->Name("waiters.cancel_beside")->Arg(0)->Arg(100'000)->Arg(1'000'000)
+    ->UseManualTime()->Iterations(50)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(queue_then_admit, many_gates, 64'000, 10)->Name("waiters.many_gates/64000/10")
+    ->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(queue_then_admit, one_gate, 1, 128'000)->Name("waiters.one_gate/128000")
+    ->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
