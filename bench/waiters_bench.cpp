@@ -72,28 +72,33 @@ void wake_beside(benchmark::State& state) {
   sluice::gate& d = neighbour_of(a, keep);
   auto io = std::make_unique<asio::io_context>();
   queue_waits(a, *io, m);
-  (void)d.try_admit();
-  std::atomic<int> rounds{0};
-  std::atomic<bool> stop{false};
-  std::thread sleeper([&] {  // parks in admit(), gives its admission back once counted
-    while (!stop.load()) {
+  (void)d.try_admit();  // held here between rounds
+  // The sleeper's round: told to go, it parks in admit(); once admitted it counts the round and,
+  // told to, gives its admission back, which this thread takes again.
+  std::atomic<int> go{0}, rounds{0}, back{0};
+  std::thread sleeper([&] {
+    for (int round = 1;; ++round) {
+      while (go.load() < round) std::this_thread::yield();
+      if (go.load() < 0) return;
       d.admit();
-      rounds.fetch_add(1);
+      rounds.store(round);
+      while (back.load() < round) std::this_thread::yield();
       d.note_done();
     }
   });
   {
     samples timed(state);
+    int round = 0;
     for (auto _ : state) {
-      const int seen = rounds.load();
+      go.store(++round);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the sleeper parks meanwhile
       timed.time([&] { d.note_done(); });
-      while (rounds.load() == seen) std::this_thread::yield();
+      while (rounds.load() < round) std::this_thread::yield();
+      back.store(round);
       d.admit();  // the admission back, for the next round
     }
   }
-  stop = true;
-  d.note_done();
+  go.store(-1);
   sleeper.join();
   io.reset();  // withdraws a's waits
 }
