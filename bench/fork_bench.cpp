@@ -5,12 +5,14 @@
 // For each kind in turn, one pool alive at a time (so that the fork's handlers hold only that
 // pool's locks): 24 threads acquire and retire without pause (at the default bound of 1024, 8 of
 // them hold seats and the other 16 share the CPU caches), and the main thread forks 10 times, each
-// child exiting at once; a fork is timed from its call to its return in the parent, which covers
-// the prepare handlers' wait for the pool's locks. Prints each kind's mean and worst per round, the
-// kinds alternating, and then over all rounds.
+// child exiting at once. Each fork is timed whole, from its call to its return in the parent, and
+// so is its prepare, sluice's handler alone (which gathers the pool's CPU caches and mutexes), by
+// handlers of this program's own on either side of it. Prints each kind's mean and worst per
+// round, the kinds alternating, and then over all rounds.
 //
 //   SLUICE_FORK_ROUNDS   rounds, 5 unless set
 //   SLUICE_FORK_THREADS  calling threads, 24 unless set
+#include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,8 +36,21 @@ int from_env(const char* name, int otherwise) {
   return n > 0 ? n : otherwise;
 }
 
+using clock_type = std::chrono::steady_clock;
+
+double ms_between(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// pthread_atfork runs the prepare handlers in the reverse order of their registration: main
+// registers prepare_ended before sluice registers its own (at the first pool), prepare_begins after.
+clock_type::time_point prepare_began, prepare_ended;
+void prepare_begins() { prepare_began = clock_type::now(); }
+void prepare_ends() { prepare_ended = clock_type::now(); }
+
 struct figures {
-  double mean_ms = 0, worst_ms = 0;
+  double mean_ms = 0, worst_ms = 0;                // fork() whole
+  double prepare_mean_ms = 0, prepare_worst_ms = 0;  // sluice's prepare handler
 };
 
 // Ten forks while `threads` threads call a fresh pool of kind P.
@@ -59,25 +74,33 @@ figures forks_under_load(int threads) {
   }
   while (started.load() < threads) std::this_thread::yield();
   constexpr int forks = 10;
-  double total = 0, worst = 0;
+  figures f;
   for (int i = 0; i < forks; ++i) {
     const timespec pace{0, 2'000'000};  // the callers run between forks
     nanosleep(&pace, nullptr);
-    const auto begin = std::chrono::steady_clock::now();
+    const auto begin = clock_type::now();
     const pid_t pid = fork();
     if (pid == 0) _exit(0);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+    const double ms = ms_between(begin, clock_type::now());
     if (pid < 0) {
       std::perror("fork");
       std::exit(1);
     }
     waitpid(pid, nullptr, 0);
-    total += ms;
-    worst = std::max(worst, ms);
+    const double prepare_ms = ms_between(prepare_began, prepare_ended);
+    f.mean_ms += ms / forks;
+    f.worst_ms = std::max(f.worst_ms, ms);
+    f.prepare_mean_ms += prepare_ms / forks;
+    f.prepare_worst_ms = std::max(f.prepare_worst_ms, prepare_ms);
   }
   stop.store(true);
   for (auto& t : callers) t.join();
-  return {total / forks, worst};
+  return f;
+}
+
+void print(const char* round, const char* kind, const figures& f) {
+  std::printf("%-6s %-11s %10.2f %10.2f %12.2f %12.2f\n", round, kind, f.mean_ms, f.worst_ms, f.prepare_mean_ms,
+              f.prepare_worst_ms);
 }
 
 }  // namespace
@@ -85,21 +108,31 @@ figures forks_under_load(int threads) {
 int main() {
   const int rounds = from_env("SLUICE_FORK_ROUNDS", 5);
   const int threads = from_env("SLUICE_FORK_THREADS", 24);
+  pthread_atfork(&prepare_ends, nullptr, nullptr);
+  { sluice::mutex_pool registers_sluice; }  // sluice's handlers, installed once
+  pthread_atfork(&prepare_begins, nullptr, nullptr);
   std::printf("fork() latency, %d threads calling, 10 forks a round, %u CPUs\n", threads,
               std::thread::hardware_concurrency());
-  std::printf("%-6s %-11s %10s %10s\n", "round", "kind", "mean ms", "worst ms");
-  double pool_mean = 0, pool_worst = 0, mutex_mean = 0, mutex_worst = 0;
+  std::printf("%-6s %-11s %10s %10s %12s %12s\n", "round", "kind", "mean ms", "worst ms", "prepare mean", "prepare worst");
+  figures pool_all, mutex_all;
+  const auto add = [rounds](figures& all, const figures& f) {
+    all.mean_ms += f.mean_ms / rounds;
+    all.worst_ms = std::max(all.worst_ms, f.worst_ms);
+    all.prepare_mean_ms += f.prepare_mean_ms / rounds;
+    all.prepare_worst_ms = std::max(all.prepare_worst_ms, f.prepare_worst_ms);
+  };
   for (int r = 1; r <= rounds; ++r) {
     const figures p = forks_under_load<sluice::pool>(threads);
     const figures m = forks_under_load<sluice::mutex_pool>(threads);
-    std::printf("%-6d %-11s %10.2f %10.2f\n%-6d %-11s %10.2f %10.2f\n", r, "pool", p.mean_ms, p.worst_ms, r,
-                "mutex_pool", m.mean_ms, m.worst_ms);
-    pool_mean += p.mean_ms / rounds;
-    mutex_mean += m.mean_ms / rounds;
-    pool_worst = std::max(pool_worst, p.worst_ms);
-    mutex_worst = std::max(mutex_worst, m.worst_ms);
+    const std::string round = std::to_string(r);
+    print(round.c_str(), "pool", p);
+    print(round.c_str(), "mutex_pool", m);
+    add(pool_all, p);
+    add(mutex_all, m);
   }
-  std::printf("%-6s %-11s %10.2f %10.2f\n%-6s %-11s %10.2f %10.2f\n", "all", "pool", pool_mean, pool_worst, "all",
-              "mutex_pool", mutex_mean, mutex_worst);
-  std::printf("pool / mutex_pool: mean %.2fx, worst %.2fx\n", pool_mean / mutex_mean, pool_worst / mutex_worst);
+  print("all", "pool", pool_all);
+  print("all", "mutex_pool", mutex_all);
+  std::printf("pool / mutex_pool: fork mean %.2fx, worst %.2fx; prepare mean %.2fx, worst %.2fx\n",
+              pool_all.mean_ms / mutex_all.mean_ms, pool_all.worst_ms / mutex_all.worst_ms,
+              pool_all.prepare_mean_ms / mutex_all.prepare_mean_ms, pool_all.prepare_worst_ms / mutex_all.prepare_worst_ms);
 }
