@@ -189,7 +189,10 @@ bool publish(caller& k, std::size_t cls, const chain& ch, bool earlier) noexcept
 // reads the flags under admin_mutex, which keeps the registry still, but waits for one without
 // it, so that a publisher stopped there holds up the trims alone (docs/pool.md, PROGRESS). The
 // cache it waits on stays pinned meanwhile: its thread's exit, which may come as soon as the
-// flag moves, then leaves it in the registry for the last pin to delete (give_back).
+// flag moves, then leaves it in the registry for the last pin to delete (give_back). A cache
+// that enters the registry (at its head) once the scan has begun is not read: it entered under
+// admin_mutex after this scan's first hold of it, so T1 happens-before its publishes and
+// refills, whose P2 and R2 then see the trim.
 void await_publishers(core& c) noexcept {
   std::unique_lock lock(c.admin_mutex);  // (M): keeps the registry still
   for (cache* tc = c.registry; tc != nullptr;) {
