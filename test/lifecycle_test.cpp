@@ -103,11 +103,13 @@ TEST_CASE_TEMPLATE("a thread's own calls after another thread's trim find its ca
 }
 
 TEST_CASE_TEMPLATE("fork() while other threads are inside the pool: the child can use it all", P, POOLS) {
-  // A hammer thread calls stats(), take and retire without pause, and another trims, so that a
-  // fork usually finds one of them holding one of the pool's mutexes, a cache full or a trim
-  // under way. Each child must be able to trim,
-  // keep the whole bound and count it exactly; a child that hangs is killed by its alarm and
-  // counted as failed. The parent's pool is untouched by its children.
+  // A hammer thread calls stats(), take and retire without pause, another trims, and six more
+  // take and retire (bound 64: four seats, so that at least three of them share the CPU caches,
+  // which each fork must gather while their calls keep coming), so that a fork usually finds one
+  // of them holding one of the pool's mutexes or CPU caches, a cache full or a trim under way. Each
+  // fork must return (docs/pool.md FORK: it waits only for the calls in flight), and each child
+  // must be able to trim, keep the whole bound and count it exactly; a child that hangs is killed
+  // by its alarm and counted as failed. The parent's pool is untouched by its children.
   constexpr std::size_t bound = 64;
   P p{pool_options{.bound = bound}};
   std::atomic<bool> stop{false};
@@ -122,6 +124,16 @@ TEST_CASE_TEMPLATE("fork() while other threads are inside the pool: the child ca
   std::thread trimmer([&] {  // so that forks also find a trim under way
     while (!stop.load(std::memory_order_relaxed)) p.trim();
   });
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 6; ++t) {
+    callers.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        buffer b = p.acquire(2048);
+        p.retire(p.acquire(512));
+        p.retire(std::move(b));
+      }
+    });
+  }
   int children = 0, ok = 0;
   for (int i = 0; i < 20; ++i) {
     const pid_t pid = fork();
@@ -150,6 +162,7 @@ TEST_CASE_TEMPLATE("fork() while other threads are inside the pool: the child ca
   stop.store(true);
   hammer.join();
   trimmer.join();
+  for (auto& t : callers) t.join();
   CHECK(ok == children);
   p.trim();
   CHECK(p.retained() == 0);

@@ -10,15 +10,16 @@
 //                        its view, so that a call that hits it runs inline. At most
 //                        pool_core::thread_caches_max of them cache at once (hold a "seat"); a
 //                        thread whose cache has none uses a CPU cache.
-//            a CPU's     one per CPU (modulo pool_core::cpu_cache_count), shared by the seatless
-//                        threads running there, each call holding its `in_use` try-lock.
-//          Touched by others (stats(), trim's wait, thread exit, ~pool, fork) only under
-//          admin_mutex, through atomics.
+//            a CPU's     one per CPU the process may run on (pool_core::cpus), shared by the
+//                        seatless threads running there, each call holding its `in_use` try-lock.
+//          Touched by others (stats(), trim, thread exit, ~pool, fork) only under admin_mutex,
+//          through atomics; but for the flag that trim waits on, which it reads without the mutex,
+//          the cache pinned meanwhile (pool.cpp, await_publishers).
 //
 // Every buffer the pool holds sits in exactly one place: a class stack, a magazine, or a shelf;
 // and holds one place of the bound (`reserved`), which counts those plus the places that
 // caches hold spare. So reserved <= bound bounds what is held at every instant, and what the
-// caches hold, buffers and spare places, is at most (thread_caches_max + cpu_cache_count) *
+// caches hold, buffers and spare places, is at most (thread_caches_max + cpus.count) *
 // cache_places, a quarter of the bound for each kind, whatever the number of threads.
 //
 // The state word, in the pool object (read by every call's inline path):
@@ -30,9 +31,12 @@
 // `generation` counts the trims begun; a cache that finds it moved frees what it holds.
 #pragma once
 
+#include <sched.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "fork.hpp"
 #include "memory.hpp"
@@ -70,6 +74,27 @@ struct counters {
     }
   }
 };
+
+// Which CPU cache the calls on each CPU use (docs/pool.md, THREAD CACHES): `count` caches, one
+// for each CPU the process may run on, at most `most` of them; the allowed CPUs take the caches in
+// turn, so that each has one of its own while there are as many caches as allowed CPUs, and any
+// other CPU (the affinity changed since the pool was made) maps to a valid one.
+struct cpu_map {
+  std::uint32_t count = 0;
+  std::vector<std::uint32_t> cache_of;  // per CPU, up to the highest allowed one
+
+  // The cache for `cpu`, as sched_getcpu() answers it (count > 0).
+  std::uint32_t operator()(int cpu) const noexcept {
+    const auto n = static_cast<std::size_t>(cpu < 0 ? 0 : cpu);
+    return n < cache_of.size() ? cache_of[n] : static_cast<std::uint32_t>(n % count);
+  }
+};
+// The map for the CPUs in `allowed` (a CPU set of `bytes` bytes, as CPU_ALLOC_SIZE gives).
+cpu_map map_cpus(const cpu_set_t* allowed, std::size_t bytes, std::uint32_t most);
+// The map for the CPUs this process may run on: its main thread's affinity, which taskset and
+// cpusets set and its threads inherit (sched_getaffinity); every CPU the system has if that
+// cannot be read.
+cpu_map map_this_process(std::uint32_t most);
 
 struct cache {
   enum class kind : std::uint8_t { thread, cpu };
@@ -122,8 +147,8 @@ struct cache {
   detail::atomic<std::uint32_t> loose{0};
   slot_list free_slots;                 // slots with no buffer
   // Odd while its user pushes a chain to a stack or pops a batch into it; trim waits for an odd
-  // value to move on (see (P) and (R) in pool.cpp). Its user writes; trim reads it under
-  // admin_mutex.
+  // value to move on (see (P) and (R) in pool.cpp). Its user writes; trim reads it, first under
+  // admin_mutex, then, while it waits, without it but holding a pin.
   detail::atomic<std::uint32_t> publishing{0};
   // A CPU cache's lock, taken with try_lock() by each call that uses it; trim and a fork wait
   // for it (lock()).
@@ -131,6 +156,11 @@ struct cache {
   counters counts;
   cache* prev = nullptr;                // the core's registry, under admin_mutex
   cache* next = nullptr;
+  // Under admin_mutex: the trims waiting for its flag, which keep it from being deleted; and
+  // whether its thread gave it back meanwhile (it is then empty, its counts are with the departed,
+  // and it stays in the registry, skipped by all, until the last of those trims deletes it).
+  std::uint32_t pins = 0;
+  bool given_back = false;
   cache* next_of_thread = nullptr;      // the owning thread's list of its caches
 
  private:
@@ -155,11 +185,12 @@ struct pool_core final : fork_aware {
   // time.
   const std::uint32_t place_batch;
   const std::uint32_t cache_places;
-  // How many thread caches may cache at once (hold a seat), and how many CPU caches there are:
-  // each kind a quarter of the bound's worth of cache_places, so that what caches hold never
-  // grows with the number of threads. Zero when the pool does not cache.
+  // How many thread caches may cache at once (hold a seat), and how many CPU caches there are
+  // (cpus.count, one per CPU the process may run on): each kind at most a quarter of the bound's
+  // worth of cache_places, so that what caches hold never grows with the number of threads. Zero
+  // when the pool does not cache.
   const std::uint32_t thread_caches_max;
-  const std::uint32_t cpu_cache_count;
+  const cpu_map cpus;
 
   // The pool object's state word; used only while the pool lives (`alive`).
   detail::atomic<std::uint64_t>& state;
@@ -185,14 +216,23 @@ struct pool_core final : fork_aware {
   detail::shelves off_class;
   std::unique_ptr<detail::atomic<bool>[]> off_class_nonempty;
 
-  // The CPU caches, cpu_cache_count of them; each is also in the registry. ~pool empties them,
-  // and they go with the control block (a fork may still lock them until then).
+  // The CPU caches, cpus.count of them; each is also in the registry. ~pool empties them, and
+  // they go with the control block (a fork may still lock them until then).
   std::unique_ptr<std::unique_ptr<detail::cache>[]> cpu_caches;
+  // (L3) Raised by a fork's prepare while it gathers the CPU caches' locks: a call that sees it
+  // leaves the CPU caches alone, as one that sees a trim does, so that the fork waits only for
+  // the calls that held one as it began (cpu_caches.cpp). Relaxed: it orders nothing (the caches'
+  // locks do, L1 and L2); it bounds the fork's wait once its store reaches the callers.
+  detail::atomic<bool> forking{false};
 
   // Guards what follows, and every cache's fields for others than its user. Lock order: a CPU
   // cache's lock (trim and fork wait for it; calls only try it), then admin_mutex, then
-  // shelf_mutex.
+  // shelf_mutex, then orphan_mutex. No take or retire holds admin_mutex but a thread's first
+  // (its cache's enrolment), and nobody waits for a take or retire while holding it.
   detail::mutex admin_mutex;
+  // Held by a thread that has no cache while it pushes a buffer onto a stack (it has no flag to
+  // raise), and taken once by each trim after its stamp (O in pool.cpp). Nothing is taken under it.
+  detail::mutex orphan_mutex;
   detail::cache* registry = nullptr;
   std::size_t refs = 1;    // the pool, and each thread cache
   // False once ~pool has run. Written under admin_mutex; read under it, or without it as a hint
@@ -283,12 +323,12 @@ std::byte* take_from_cpu_caches(caller& k, std::size_t cls) noexcept;
 // Up to n places that CPU caches not in use (nor k's own) hold without a buffer, given back to the
 // shared counter for the caller to take; answers how many.
 std::uint32_t borrow_from_cpu_caches(caller& k, std::uint32_t n) noexcept;
-// Brings every CPU cache up to the state word, each under its lock (taken here, or already held:
-// a forked child's): trim, after its stamp, so that what they hold from before it is freed now
-// (no thread of theirs has a next call to wait for).
+// Brings every CPU cache up to the state word, each under its lock (taken here, after a fork in
+// progress has let it go, or already held: a forked child's): trim, after its stamp, so that what
+// they hold from before it is freed now (no thread of theirs has a next call to wait for).
 void catch_up_cpu_caches(pool_core& c, bool held = false) noexcept;
-// Takes every CPU cache's lock, waiting for the calls that hold one (a fork's prepare), and lets
-// them go again.
+// A fork's prepare: raises `forking` and takes every CPU cache's lock, waiting for the calls that
+// hold one; and, in the parent or the child, lets them go and lowers it.
 void hold_cpu_caches(pool_core& c) noexcept;
 void let_go_cpu_caches(pool_core& c) noexcept;
 
@@ -329,9 +369,12 @@ cache* make_cache(pool_core& c);
 void take_seat(cache& tc) noexcept;
 
 // Gives a cache back to its pool (its thread is exiting, or the pool is gone) and lets go of the
-// pool's control block; deletes the cache. Runs on the cache's own thread, which has taken it
-// off its list and its front.
+// pool's control block; deletes the cache, or leaves that to the trims that have it pinned. Runs
+// on the cache's own thread, which has taken it off its list and its front.
 void give_back(cache* tc) noexcept;
+
+// Takes tc out of the core's registry (under admin_mutex).
+void unlink(pool_core& c, cache& tc) noexcept;
 
 // The forking thread's cache for the pool, in a forked child; null if it has none.
 cache* own_cache_after_fork(const pool_core& c) noexcept;

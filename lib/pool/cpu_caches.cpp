@@ -8,7 +8,11 @@
 // CPU take turns, so the lock is almost always free and its cache line stays on that CPU: a call
 // costs one atomic exchange on a line no other core wants. A call that finds the cache in use (its
 // holder was preempted, or migrated while holding it) does not wait: it goes to the shared stacks,
-// which keeps take and retire lock-free. trim and a fork wait for a holder to let go.
+// which keeps take and retire lock-free. trim and a fork wait for a holder to let go; and neither
+// waits for a call that starts after it: a call that sees a trim running (may_use) or a fork
+// gathering the caches (L3) leaves them alone, and one that learns of either only once it holds one
+// lets it go at once. There are as many caches as CPUs the process may run on, at most a quarter of
+// the bound's worth (map_this_process), each allowed CPU with its own while there are enough.
 //
 // A CPU cache has no thread whose next call would see a trim, so trim brings each one up to date
 // itself (catch_up_cpu_caches). And since no one thread owns what one holds, a take looks into
@@ -17,9 +21,13 @@
 //
 // (L1) try_hold's exchange is an acquire and (L2) let_go's store a release: each holder sees
 // everything the previous holder did to the cache (plain fields included), as a mutex orders
-// them.
+// them. (L3) the fork's flag, pool_core::forking, relaxed: see core.hpp.
 #include <sched.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <memory>
 #include <thread>
 
 #include "core.hpp"
@@ -36,19 +44,19 @@ void hold(cache& cc) noexcept {
   while (!try_hold(cc)) std::this_thread::yield();
 }
 
+bool forking(const core& c) noexcept { return c.forking.load(std::memory_order_relaxed); }  // (L3)
+
 // The CPU cache for the CPU the calling thread runs on now (it may move at any moment: the lock,
 // not the CPU, keeps the cache to one call at a time).
-cache& this_cpus(core& c) noexcept {
-  const int cpu = sched_getcpu();
-  return *c.cpu_caches[static_cast<unsigned>(cpu < 0 ? 0 : cpu) % c.cpu_cache_count];
-}
+cache& this_cpus(core& c) noexcept { return *c.cpu_caches[c.cpus(sched_getcpu())]; }
 
-// Whether this call may use CPU caches: the pool has some, and no trim ran when the call read the
-// state word. A call that sees a trim leaves them to it (and goes to the shared stacks), and one
-// that learns of it only once it holds one lets it go at once, so that trim waits only for calls
-// that took a CPU cache before its stamp, and for a later call only until it reads the stamp
-// (PROGRESS in docs/pool.md; what calls that overlap a trim then miss: THREAD CACHES).
-bool may_use(const caller& k) noexcept { return k.c.cpu_cache_count > 0 && !trimming_in(k.state); }
+// Whether this call may use CPU caches: the pool has some, no trim ran when the call read the
+// state word, and no fork is gathering them. A call that sees a trim or a fork leaves the caches
+// to it (and goes to the shared stacks), and one that learns of it only once it holds one lets it
+// go at once, so that trim and fork wait only for calls that took a CPU cache before they began,
+// and for a later call only until it sees them (PROGRESS and FORK in docs/pool.md; what calls
+// that overlap a trim then miss: THREAD CACHES).
+bool may_use(const caller& k) noexcept { return k.c.cpus.count > 0 && !trimming_in(k.state) && !forking(k.c); }
 
 // A hint, read without the lock: whether cc's magazine of class cls holds a buffer.
 bool holds_one(const cache& cc, std::size_t cls) noexcept {
@@ -62,6 +70,10 @@ cpu_cache_hold::cpu_cache_hold(caller& k) noexcept : k_(k), own_(k.tc) {
   if (k.caches() || !may_use(k)) return;
   cache& cc = this_cpus(k.c);
   if (!try_hold(cc)) return;
+  if (forking(k.c)) {  // a fork began since may_use: the cache is the fork's
+    let_go(cc);
+    return;
+  }
   const std::uint64_t state = bring_up_to_date(k.c, cc);
   if (trimming_in(state)) {  // a trim began since the call read the word: the cache is the trim's
     let_go(cc);
@@ -80,7 +92,7 @@ cpu_cache_hold::~cpu_cache_hold() {
 
 std::byte* take_from_cpu_caches(caller& k, std::size_t cls) noexcept {
   if (!may_use(k)) return nullptr;
-  for (std::uint32_t i = 0; i < k.c.cpu_cache_count; ++i) {
+  for (std::uint32_t i = 0; i < k.c.cpus.count; ++i) {
     cache& cc = *k.c.cpu_caches[i];
     if (&cc == k.tc || !holds_one(cc, cls) || !try_hold(cc)) continue;
     std::byte* data = nullptr;
@@ -99,7 +111,7 @@ std::byte* take_from_cpu_caches(caller& k, std::size_t cls) noexcept {
 std::uint32_t borrow_from_cpu_caches(caller& k, std::uint32_t n) noexcept {
   if (!may_use(k)) return 0;
   std::uint32_t got = 0;
-  for (std::uint32_t i = 0; i < k.c.cpu_cache_count && got < n; ++i) {
+  for (std::uint32_t i = 0; i < k.c.cpus.count && got < n; ++i) {
     cache& cc = *k.c.cpu_caches[i];
     if (&cc == k.tc || cc.spare_places() == 0 || !try_hold(cc)) continue;
     caller lender{k.c, &cc, bring_up_to_date(k.c, cc)};
@@ -110,20 +122,60 @@ std::uint32_t borrow_from_cpu_caches(caller& k, std::uint32_t n) noexcept {
 }
 
 void catch_up_cpu_caches(core& c, bool held) noexcept {
-  for (std::uint32_t i = 0; i < c.cpu_cache_count; ++i) {
+  for (std::uint32_t i = 0; i < c.cpus.count; ++i) {
     cache& cc = *c.cpu_caches[i];
-    if (!held) hold(cc);
+    // A fork in progress goes first: it waits for this trim only while the trim holds a cache.
+    if (!held) {
+      while (forking(c) || !try_hold(cc)) std::this_thread::yield();
+    }
     bring_up_to_date(c, cc);
     if (!held) let_go(cc);
   }
 }
 
 void hold_cpu_caches(core& c) noexcept {
-  for (std::uint32_t i = 0; i < c.cpu_cache_count; ++i) hold(*c.cpu_caches[i]);
+  c.forking.store(true, std::memory_order_relaxed);  // (L3)
+  for (std::uint32_t i = 0; i < c.cpus.count; ++i) hold(*c.cpu_caches[i]);
 }
 
 void let_go_cpu_caches(core& c) noexcept {
-  for (std::uint32_t i = 0; i < c.cpu_cache_count; ++i) let_go(*c.cpu_caches[i]);
+  for (std::uint32_t i = 0; i < c.cpus.count; ++i) let_go(*c.cpu_caches[i]);
+  c.forking.store(false, std::memory_order_relaxed);  // (L3)
+}
+
+cpu_map map_cpus(const cpu_set_t* allowed, std::size_t bytes, std::uint32_t most) {
+  std::uint32_t n = 0;
+  std::size_t highest = 0;
+  for (std::size_t cpu = 0; cpu < bytes * 8; ++cpu) {
+    if (CPU_ISSET_S(cpu, bytes, allowed)) {
+      ++n;
+      highest = cpu;
+    }
+  }
+  cpu_map m;
+  m.count = std::min(n, most);
+  if (m.count == 0) return m;
+  m.cache_of.resize(highest + 1);
+  std::uint32_t next = 0;  // the allowed CPUs in turn, each its own cache while there are enough
+  for (std::size_t cpu = 0; cpu <= highest; ++cpu) {
+    m.cache_of[cpu] = CPU_ISSET_S(cpu, bytes, allowed) ? next++ % m.count : static_cast<std::uint32_t>(cpu % m.count);
+  }
+  return m;
+}
+
+cpu_map map_this_process(std::uint32_t most) {
+  // A larger set while the kernel's mask is larger than the one offered (EINVAL).
+  for (std::size_t cpus = CPU_SETSIZE; cpus <= (std::size_t{1} << 20); cpus *= 2) {
+    const std::unique_ptr<cpu_set_t, void (*)(cpu_set_t*)> set(CPU_ALLOC(cpus), [](cpu_set_t* s) { CPU_FREE(s); });
+    if (!set) break;
+    const std::size_t bytes = CPU_ALLOC_SIZE(cpus);
+    if (sched_getaffinity(getpid(), bytes, set.get()) == 0) return map_cpus(set.get(), bytes, most);
+    if (errno != EINVAL) break;
+  }
+  const unsigned n = std::max(1U, std::thread::hardware_concurrency());
+  cpu_map m;
+  m.count = std::min(n, most);
+  return m;  // CPU i: cache i % count
 }
 
 }  // namespace sluice::detail

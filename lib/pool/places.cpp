@@ -6,7 +6,7 @@
 // magazines, with a buffer or spare (a take that hits leaves its place there, and a retire that
 // hits uses one), or loose, for whichever class needs one next. So a cache touches the shared
 // counter once a batch, and what all caches hold is bounded by the number of caches there may
-// be (pool_core::thread_caches_max plus pool_core::cpu_cache_count), not by the number of threads.
+// be (pool_core::thread_caches_max plus pool_core::cpus.count), not by the number of threads.
 #include <algorithm>
 #include <cassert>
 

@@ -34,8 +34,10 @@
 //       (T3, release) after its pops, so the batch holds nothing it had to free. While a trim
 //       runs, or the cache is behind, a take pops its one buffer directly instead.
 //   (M) admin_mutex orders everything others do to a cache (thread exit, ~pool, fork, stats) against
-//       its user's calls, which the caller keeps apart from ~pool; a thread that has no cache
-//       (it is exiting, or had no memory for one) publishes under it instead of raising a flag.
+//       its user's calls, which the caller keeps apart from ~pool. trim holds it to read the
+//       flags, never while it waits for one (await_publishers).
+//   (O) a thread that has no cache (it is exiting, or had no memory for one) publishes under
+//       orphan_mutex instead of raising a flag; trim takes that mutex once after T1.
 #include <algorithm>
 #include <atomic>
 #include <cassert>
@@ -167,9 +169,9 @@ bool same_generation(const caller& k) noexcept {
 bool publish(caller& k, std::size_t cls, const chain& ch, bool earlier) noexcept {
   if (k.tc == nullptr) {
     assert(!earlier);  // only a cache flushes
-    // (M): trim reads the flags under admin_mutex, after its stamp; this section comes wholly
-    // before that (trim's pops then find the chain) or wholly after (this load sees the stamp).
-    std::lock_guard lock(k.c.admin_mutex);
+    // (O): trim takes orphan_mutex once after its stamp; this section comes wholly before that
+    // (trim's pops then find the chain) or wholly after (this load sees the stamp).
+    std::lock_guard lock(k.c.orphan_mutex);
     if (!enabled_in(k.c.state.load(std::memory_order_relaxed))) return false;
     k.c.stacks[cls].push_chain(k.c.slots, ch);  // (S1)
     return true;
@@ -183,15 +185,38 @@ bool publish(caller& k, std::size_t cls, const chain& ch, bool earlier) noexcept
 }
 
 // trim's side of (P) and (R), after its stamp (T1): waits until no thread is inside a publish or
-// a refill that it found in progress (and that may have read the state before the stamp).
+// a refill that it found in progress (and that may have read the state before the stamp). It
+// reads the flags under admin_mutex, which keeps the registry still, but waits for one without
+// it, so that a publisher stopped there holds up the trims alone (docs/pool.md, PROGRESS). The
+// cache it waits on stays pinned meanwhile: its thread's exit, which may come as soon as the
+// flag moves, then leaves it in the registry for the last pin to delete (give_back). A cache
+// that enters the registry (at its head) once the scan has begun is not read: it entered under
+// admin_mutex after this scan's first hold of it, so T1 happens-before its publishes and
+// refills, whose P2 and R2 then see the trim.
 void await_publishers(core& c) noexcept {
-  std::lock_guard lock(c.admin_mutex);  // (M): keeps the registry still, and orders orphans
-  for (const cache* tc = c.registry; tc != nullptr; tc = tc->next) {
+  std::unique_lock lock(c.admin_mutex);  // (M): keeps the registry still
+  for (cache* tc = c.registry; tc != nullptr;) {
     const std::uint32_t seen = tc->publishing.load(std::memory_order_seq_cst);  // (T2)
-    if (seen % 2 == 0) continue;
+    if (seen % 2 == 0) {
+      tc = tc->next;
+      continue;
+    }
+    ++tc->pins;
+    lock.unlock();
     // acquire: synchronizes-with P3, or with a later P1 (a seq_cst store, so a release too)
     while (tc->publishing.load(std::memory_order_acquire) == seen) std::this_thread::yield();
+    lock.lock();
+    cache* const waited = tc;
+    tc = tc->next;  // still in the registry while pinned, so its link is current
+    if (--waited->pins == 0 && waited->given_back) {
+      detail::unlink(c, *waited);
+      delete waited;  // touches nothing of the core (~cache)
+    }
   }
+  lock.unlock();
+  // (O): the threads without a cache publish under orphan_mutex. Each such section comes wholly
+  // before this one (this trim's pops, after it, find its chain) or wholly after (it sees T1).
+  std::lock_guard orphans(c.orphan_mutex);
 }
 
 // ---- magazines --------------------------------------------------------------------------------
@@ -448,11 +473,13 @@ void adopt_after_fork(core& c) noexcept {
   const cache* mine = detail::own_cache_after_fork(c);
   for (cache* tc = c.registry; tc != nullptr;) {
     cache* const next = tc->next;
+    tc->pins = 0;  // the trims that pinned it are the parent's
     if (tc->owner == cache::kind::thread && tc != mine) {
-      tc->tally(c.departed);
-      (tc->prev != nullptr ? tc->prev->next : c.registry) = tc->next;
-      if (tc->next != nullptr) tc->next->prev = tc->prev;
-      --c.refs;  // never the last: the pool itself holds one
+      if (!tc->given_back) {  // else its thread has let go already
+        tc->tally(c.departed);
+        --c.refs;  // never the last: the pool itself holds one
+      }
+      detail::unlink(c, *tc);
       delete tc;
     }
     tc = next;
@@ -495,12 +522,6 @@ void adopt_after_fork(core& c) noexcept {
   const detail::recorder departed{&c.departed, true};
   if (in - out > bytes) departed.add(&counters::bytes_out, in - out - bytes);
   if (in - out < bytes) departed.add(&counters::bytes_in, bytes - (in - out));
-}
-
-// How many CPUs the machine has, as the standard library counts them (at least one).
-std::uint32_t cpu_count() noexcept {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : n;
 }
 
 }  // namespace
@@ -647,14 +668,14 @@ detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t
       cache_places(2 * place_batch),
       // A quarter of the bound for each kind of cache (min_caching_bound: at least four each).
       thread_caches_max(caching ? static_cast<std::uint32_t>(std::min<std::size_t>(o.bound / 4 / cache_places, UINT32_MAX)) : 0),
-      cpu_cache_count(caching ? static_cast<std::uint32_t>(std::min<std::size_t>(o.bound / 4 / cache_places, cpu_count())) : 0),
+      cpus(detail::map_this_process(caching ? static_cast<std::uint32_t>(std::min<std::size_t>(o.bound / 4 / cache_places, UINT32_MAX)) : 0)),
       state(state_word),
       stacks(std::make_unique<detail::tagged_stack[]>(classes.count())),
       off_class(classes.count()),
       off_class_nonempty(std::make_unique<detail::atomic<bool>[]>(classes.count())),
-      cpu_caches(std::make_unique<std::unique_ptr<cache>[]>(cpu_cache_count)) {
+      cpu_caches(std::make_unique<std::unique_ptr<cache>[]>(cpus.count)) {
   for (std::size_t cls = 0; cls < classes.count(); ++cls) class_size[cls] = classes.size(cls);
-  for (std::uint32_t i = 0; i < cpu_cache_count; ++i) {
+  for (std::uint32_t i = 0; i < cpus.count; ++i) {
     cpu_caches[i] = std::make_unique<cache>(*this, cache::kind::cpu);
     cpu_caches[i]->next = registry;
     if (registry != nullptr) registry->prev = cpu_caches[i].get();
@@ -666,14 +687,16 @@ detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t
 detail::pool_core::~pool_core() { leave(); }
 
 // Lock order: the CPU caches (whose users may take shelf_mutex while they hold one), then
-// admin_mutex, then shelf_mutex.
+// admin_mutex, then shelf_mutex, then orphan_mutex.
 void detail::pool_core::lock_for_fork() noexcept {
   detail::hold_cpu_caches(*this);
   admin_mutex.lock();
   shelf_mutex.lock();
+  orphan_mutex.lock();
 }
 
 void detail::pool_core::unlock_in_parent() noexcept {
+  orphan_mutex.unlock();
   shelf_mutex.unlock();
   admin_mutex.unlock();
   detail::let_go_cpu_caches(*this);
@@ -681,6 +704,7 @@ void detail::pool_core::unlock_in_parent() noexcept {
 
 void detail::pool_core::unlock_in_child() noexcept {
   if (alive.load(std::memory_order_relaxed)) adopt_after_fork(*this);
+  orphan_mutex.unlock();
   shelf_mutex.unlock();
   admin_mutex.unlock();
   detail::let_go_cpu_caches(*this);
@@ -798,6 +822,7 @@ pool_stats pool::stats() const noexcept {
     c.departed.fold_into(sum);
     c.orphans.fold_into(sum);
     for (const cache* tc = c.registry; tc != nullptr; tc = tc->next) {
+      if (tc->given_back) continue;  // counted with the departed
       tc->tally(sum);
       spare += tc->spare_places();
     }

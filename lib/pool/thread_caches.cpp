@@ -17,6 +17,7 @@
 // back at thread exit.
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <mutex>
 #include <new>
 #include <type_traits>
@@ -188,7 +189,7 @@ cache* make_cache(pool_core& c) {
 
 void give_back(cache* tc) noexcept {
   pool_core& c = tc->core;
-  bool last = false;
+  bool last = false, pinned = false;
   {
     std::lock_guard lock(c.admin_mutex);  // (M)
     if (c.alive.load(std::memory_order_relaxed)) {
@@ -197,12 +198,24 @@ void give_back(cache* tc) noexcept {
       tc->tally(c.departed);
     }
     if (tc->caching) c.seats.fetch_sub(1, std::memory_order_relaxed);  // after its places went back
-    (tc->prev != nullptr ? tc->prev->next : c.registry) = tc->next;
-    if (tc->next != nullptr) tc->next->prev = tc->prev;
+    // A trim that waits for its flag (await_publishers) deletes it; that trim is a call on the
+    // living pool, which holds a reference, so this one is never the last.
+    pinned = tc->pins > 0;
+    if (pinned) {
+      tc->given_back = true;
+    } else {
+      unlink(c, *tc);
+    }
     last = --c.refs == 0;
+    assert(!(pinned && last));
   }
-  delete tc;  // touches nothing of the core, which another thread may free from here on
+  if (!pinned) delete tc;  // touches nothing of the core, which another thread may free from here on
   if (last) delete &c;
+}
+
+void unlink(pool_core& c, cache& tc) noexcept {
+  (tc.prev != nullptr ? tc.prev->next : c.registry) = tc.next;
+  if (tc.next != nullptr) tc.next->prev = tc.prev;
 }
 
 }  // namespace sluice::detail

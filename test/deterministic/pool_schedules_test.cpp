@@ -435,3 +435,107 @@ TEST_CASE("take, retire and a pmr deallocate complete while another thread holds
       });
   MESSAGE("G stopped at " << stops << " switch points of stats and trim; H finished every time");
 }
+
+// G stopped at its k-th switch point once `armed` is set, while a trim may wait for it: T runs
+// alone first (`lead` steps, more than a whole trim takes: one that has not returned by then waits
+// for G), then the others in turn, T at one step in eight (it may only spin), until enough()
+// holds, or a budget of their steps runs out (`stuck`: they cannot finish without G). Then G runs
+// alone (`solo` steps at most, in case it needs a mutex another holds), so that it leaves its call
+// and exits before the trim looks at its flag again; then all in turn.
+struct stop_under_trim {
+  std::size_t victim, trimmer;
+  std::uint64_t k;
+  const bool& armed;
+  std::function<bool()> enough;
+  std::uint64_t lead = 200, budget = 20000, solo = 1000;
+  std::uint64_t points = 0, waited = 0, alone = 0;
+  bool stopped = false, reached = false, stuck = false, trim_waited = false;
+
+  std::size_t pick(const moment& m) {
+    const auto runnable = [&](std::size_t t) { return std::find(m.runnable.begin(), m.runnable.end(), t) != m.runnable.end(); };
+    if (m.current == victim && armed && !reached && ++points == k) stopped = reached = true;
+    if (stopped) {
+      ++waited;
+      if (waited == lead + 1) trim_waited = runnable(trimmer);
+      if (enough() || waited > budget) {
+        stuck = !enough();
+        stopped = false;
+      } else if (runnable(trimmer) && (waited <= lead || waited % 8 == 0)) {
+        return trimmer;
+      } else {
+        std::vector<std::size_t> others;
+        for (const std::size_t t : m.runnable) {
+          if (t != victim && t != trimmer) others.push_back(t);
+        }
+        if (!others.empty()) return others[m.step % others.size()];
+        if (runnable(trimmer)) return trimmer;
+        stopped = false;
+      }
+    }
+    if (reached && runnable(victim) && ++alone <= solo) return victim;
+    return m.runnable[m.step % m.runnable.size()];
+  }
+};
+
+TEST_CASE("a call stopped anywhere inside a take or retire holds up a trim, and no other call") {
+  // docs/pool.md PROGRESS: G's takes and retires move batches (flushes to the shared stack and
+  // refills from it, each under G's flag); G is stopped at each of their switch points in turn.
+  // T then trims, and waits for G if G's flag is up (or if G holds a CPU cache). Meanwhile H reads
+  // stats() and retained() and switches the pool on, and N makes its first call and exits: they
+  // must all finish while G stays stopped. (Until issue 31, trim waited holding admin_mutex, which
+  // each of them takes: they waited for G.) G then leaves its call and exits at once, before T looks
+  // at its flag again: T must not read the cache that G's exit gave back (AddressSanitizer).
+  // Seated, G moves batches between its own cache and the stack; with the four seats held
+  // elsewhere, through the CPU cache that every scheduled thread shares (they run on one CPU).
+  for (const bool seated : {true, false}) {
+    CAPTURE(seated);
+    std::uint64_t stops = 0, held_up = 0, steps = 0;
+    for (std::uint64_t k = 1;; ++k) {
+      CAPTURE(k);
+      sluice::pool p{pool_options{.bound = 64, .ceiling = 64}};  // caches of 4 places, batches of 2; 9 classes
+      std::optional<seat_holders> holders;
+      if (!seated) holders.emplace(p, 4);
+      bool armed = false, g_done = false, t_began = false, h_done = false, n_done = false;
+      stop_under_trim stop{0, 1, k, armed, [&] { return h_done && n_done; }};
+      steps += scheduler::run(
+          {[&] {
+             (void)p.take(1);  // its first call (an enrolment, under admin_mutex): not measured
+             armed = true;
+             for (int i = 0; i < 5; ++i) p.retire(buffer(64));  // the fifth flushes two
+             for (int i = 0; i < 5; ++i) (void)p.take(64);  // the fourth refills from the stack
+             armed = false;
+             g_done = true;
+             exit_thread();
+           },
+           [&] {
+             scheduler::wait_until([&] { return stop.stopped || g_done; });
+             t_began = true;
+             p.trim();
+           },
+           [&] {
+             scheduler::wait_until([&] { return t_began; });
+             (void)p.stats();
+             (void)p.retained();
+             p.set_enabled(true);
+             (void)p.enabled();
+             h_done = true;
+           },
+           [&] {
+             scheduler::wait_until([&] { return t_began; });
+             p.retire(p.acquire(48));  // its first call
+             exit_thread();
+             n_done = true;
+           }},
+          [&](const moment& m) { return stop.pick(m); });
+      REQUIRE_FALSE(stop.stuck);
+      if (!stop.reached) break;
+      ++stops;
+      held_up += stop.trim_waited;
+      p.trim();
+      CHECK(p.retained() == 0);
+    }
+    CHECK(held_up > 0);  // the case did hold a trim up
+    MESSAGE(std::string(seated ? "seated" : "through a CPU cache") << ": G stopped at " << stops << " switch points, "
+            << held_up << " of them holding up a trim (" << steps << " steps); stats, retained, set_enabled(true), a first call and an exit finished every time");
+  }
+}
