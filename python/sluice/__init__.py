@@ -38,13 +38,14 @@ __all__ = ["GATE_LIMIT", "Buffer", "Gate", "GatePermit", "MutexGate", "MutexGate
 class _LoopChannel:
     """One event loop's channel: the C++ side, and the futures of its waits by id."""
 
-    __slots__ = ("native", "futures", "ids", "loop", "settled", "__weakref__")
+    __slots__ = ("native", "futures", "ids", "loop", "closed", "settled", "__weakref__")
 
     def __init__(self, native, loop):
         self.native = native  # _sluice._Channel
         self.futures = {}  # id -> future, for each wait still waiting
         self.ids = itertools.count()
         self.loop = weakref.ref(loop)
+        self.closed = False
         self.settled = []  # futures of _settled() callers
 
     def drain(self):
@@ -60,6 +61,7 @@ class _LoopChannel:
         self.wake_settled()
 
     def close(self):
+        self.closed = True
         self.native.close()
         self.futures.clear()
         self.wake_settled()
@@ -70,11 +72,13 @@ class _LoopChannel:
         return len(self.native) - len(self.futures)
 
     def wake_settled(self):
-        if self.settled and self.on_its_way() <= 0:
+        if self.settled and (self.closed or self.on_its_way() <= 0):
             settled, self.settled = self.settled, []
             for f in settled:
-                if not f.done():
+                try:
                     f.set_result(None)
+                except (RuntimeError, asyncio.InvalidStateError):  # its loop is closed; it is done
+                    pass
 
 
 class _Reader:
@@ -94,27 +98,39 @@ class _Reader:
         self.channel.close()
 
 
-_channels = weakref.WeakKeyDictionary()  # loop -> weakref to its _LoopChannel (held by its _Reader)
+# id(loop) -> weakref to its _LoopChannel (held by the loop's reader alone), checked against the
+# loop itself: an id may come back for a new loop once the old one is gone.
+_channels = {}
 _all_channels = weakref.WeakSet()
+
+
+def _find_channel(loop):
+    ref = _channels.get(id(loop))
+    channel = ref() if ref is not None else None
+    if channel is not None and channel.loop() is loop and not channel.closed:
+        return channel
+    return None
 
 
 def _channel_for(loop):
     """The running loop's channel, made on its first wait: OSError when its eventfd cannot be
     made or the loop cannot watch it (then nothing is left behind)."""
-    ref = _channels.get(loop)
-    channel = ref() if ref is not None else None
-    if channel is not None and not channel.native.closed:
+    channel = _find_channel(loop)
+    if channel is not None:
         return channel
-    for other in list(_all_channels):  # loops closed or gone, whose finalizer has not run
+    for other in list(_all_channels):  # loops closed or gone, whose reader's finalizer has not run
         other_loop = other.loop()
         if other_loop is None or other_loop.is_closed():
             other.close()
+    for key, ref in list(_channels.items()):
+        if ref() is None or ref().closed:
+            del _channels[key]
     native = _sluice._Channel()
     channel = _LoopChannel(native, loop)
     try:
         loop.add_reader(native.fileno(), _Reader(channel))
         try:
-            _channels[loop] = weakref.ref(channel)
+            _channels[id(loop)] = weakref.ref(channel)
             _all_channels.add(channel)
         except BaseException:
             loop.remove_reader(native.fileno())
@@ -142,57 +158,11 @@ async def _settled():
     stopped waiting (each has gone back to its gate). A condition, not a delay: the drain that
     gives the last one back wakes it."""
     loop = asyncio.get_running_loop()
-    ref = _channels.get(loop)
-    channel = ref() if ref is not None else None
-    while channel is not None and not channel.native.closed and channel.on_its_way() > 0:
+    channel = _find_channel(loop)
+    while channel is not None and not channel.closed and channel.on_its_way() > 0:
         done = loop.create_future()
         channel.settled.append(done)
         await done
-
-
-async def _admit_async(gate, timeout):
-    timeout = _sluice._seconds(timeout)  # None: for ever
-    if gate.try_admit():  # refuses while a waiter of the gate is queued: no jumping ahead of them
-        return True
-    loop = asyncio.get_running_loop()
-    channel = _channel_for(loop)
-    future = loop.create_future()
-    expired = False
-
-    def expire():
-        nonlocal expired
-        expired = True
-        future.cancel()
-
-    timer = None
-    wait_id = next(channel.ids)
-    try:
-        if timeout is not None:
-            timer = loop.call_later(timeout, expire)
-        channel.futures[wait_id] = future
-        gate._wait_async(channel.native, wait_id)  # may be admitted at once: the drain resolves it
-    except BaseException:  # nothing queued
-        channel.futures.pop(wait_id, None)
-        if timer is not None:
-            timer.cancel()
-        raise
-    try:
-        await future
-        return True
-    except BaseException as e:
-        if future.done() and not future.cancelled():
-            gate.note_done()  # admitted, but the task was cancelled (or closed) on its way back
-            raise
-        if isinstance(e, asyncio.CancelledError):
-            task = asyncio.current_task()
-            if expired and not (task is not None and task.cancelling()):
-                return False
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-        if not future.done() or future.cancelled():
-            channel.stop(wait_id)  # before the task goes on: the count is exact then
 
 
 class _AsyncMixin:
@@ -210,7 +180,47 @@ class _AsyncMixin:
         arrives. When the loop closes, the waits still queued are withdrawn. OSError when the
         loop's channel cannot be made (no file descriptor left), MemoryError when the wait
         cannot be: nothing is queued then."""
-        return await _admit_async(self, timeout)
+        timeout = _sluice._seconds(timeout)  # None: for ever
+        if self.try_admit():  # refuses while a waiter of the gate is queued: none is overtaken
+            return True
+        loop = asyncio.get_running_loop()
+        channel = _channel_for(loop)
+        future = loop.create_future()
+        expired = False
+        timer = None
+        wait_id = next(channel.ids)
+        try:
+            if timeout is not None:
+                def expire():
+                    nonlocal expired
+                    expired = True
+                    future.cancel()
+
+                timer = loop.call_later(timeout, expire)
+            channel.futures[wait_id] = future
+            self._wait_async(channel.native, wait_id)  # may be admitted at once: the drain resolves it
+        except BaseException:  # nothing queued
+            channel.futures.pop(wait_id, None)
+            if timer is not None:
+                timer.cancel()
+            raise
+        try:
+            await future
+            return True
+        except BaseException as e:
+            if future.done() and not future.cancelled():
+                self.note_done()  # admitted, but the task was cancelled (or closed) on its way back
+                raise
+            if expired and isinstance(e, asyncio.CancelledError):
+                task = asyncio.current_task()
+                if not (task is not None and task.cancelling()):
+                    return False
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if not future.done() or future.cancelled():
+                channel.stop(wait_id)  # before the task goes on: the count is exact then
 
 
 class Gate(_AsyncMixin, _sluice.Gate):

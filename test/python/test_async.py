@@ -407,12 +407,14 @@ def test_ten_thousand_gates_with_a_wait_each_start_within_a_second_and_all_get_a
         gates = [gate_type(1) for _ in range(10_000)]
         for g in gates:
             g.note_submitted()
-        begin = time.perf_counter()
+        begin, cpu = time.perf_counter(), time.process_time()
         tasks = [asyncio.create_task(g.admit_async()) for g in gates]
         await asyncio.sleep(0)  # each task runs up to its wait
-        started = time.perf_counter() - begin
+        started, cpu = time.perf_counter() - begin, time.process_time() - cpu
         assert not any(t.done() for t in tasks)
-        assert started < 1.0 * SLOWER, started
+        # The process's own CPU time (about 0.4 s here; the wall time also counts the other
+        # builds that share this machine, so its bound is looser)
+        assert cpu < 1.0 * SLOWER and started < 5.0 * SLOWER, (cpu, started)
         for g in gates:
             g.note_done()  # each admits its gate's waiter
         assert all(await asyncio.wait_for(asyncio.gather(*tasks), 30 * SLOWER))
