@@ -75,10 +75,11 @@ class _LoopChannel:
         if self.settled and (self.closed or self.on_its_way() <= 0):
             settled, self.settled = self.settled, []
             for f in settled:
-                try:
-                    f.set_result(None)
-                except (RuntimeError, asyncio.InvalidStateError):  # its loop is closed; it is done
-                    pass
+                if not f.done():
+                    try:
+                        f.set_result(None)
+                    except RuntimeError:  # its loop is closed
+                        pass
 
 
 class _Reader:
