@@ -302,6 +302,38 @@ def test_a_forked_child_serves_its_own_waiters():
     assert code == 0 and out == "child 0\n", (out, err)
 
 
+FORK_WITH_WAITS_INHERITED = """
+import asyncio, os, sluice
+on_its_way, queued = sluice.Gate(1), sluice.Gate(1)
+on_its_way.note_submitted()
+queued.note_submitted()
+
+async def parent():
+    first = asyncio.ensure_future(on_its_way.admit_async())
+    second = asyncio.ensure_future(queued.admit_async())
+    await asyncio.sleep(0.01)  # both queued
+    on_its_way.note_done()  # admitted: on its way to this loop, which has not drained it yet
+    pid = os.fork()
+    if pid == 0:  # the inherited channel is closed: the admission went back, the wait withdrawn
+        ok = on_its_way.in_flight == 0 and on_its_way.try_admit()
+        queued.note_done()
+        ok = ok and queued.try_admit() and queued.in_flight == 1  # no inherited waiter ahead
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    queued.note_done()
+    assert await first is True and await second is True  # the parent's waits are served
+    assert on_its_way.in_flight == 1 and queued.in_flight == 1
+    print("child", os.waitstatus_to_exitcode(status), flush=True)
+
+asyncio.run(parent())
+"""
+
+
+def test_a_forked_child_gives_back_and_withdraws_the_waits_it_inherits():
+    code, out, err = run_python(FORK_WITH_WAITS_INHERITED)
+    assert code == 0 and out == "child 0\n", (out, err)
+
+
 DAEMONS_LOOP_AT_EXIT = """
 import asyncio, threading, sluice
 g = sluice.Gate(1)
