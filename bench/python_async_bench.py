@@ -135,7 +135,7 @@ def row(label, count, r):
                 f"{r['cpu_share']:.0%} (while starting) | - | - | not started after {r['after']:.0f} s: killed | - |")
     if r["phase"] == "failed":
         return f"| {label} | {count:,} | - | - | - | - | failed (exit {r['returncode']}) | - |"
-    return (f"| {label} | {count:,} | {r['threads']:,} | {r['idle_cpu']:.1%} | {r['on_time']} / 200 | "
+    return (f"| {label} | {count:,} | {r['threads']:,} | {r['idle_cpu']:.2%} | {r['on_time']} / 200 | "
             f"{r['worst'] * 1e3:.1f} ms | {span(r['start'])} | {span(r['admit'])} |")
 
 
