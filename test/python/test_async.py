@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -640,9 +641,12 @@ def test_a_gate_collected_with_a_wait_queued_leaves_nothing_behind(gate_type):
     g.note_submitted()
     task = loop.create_task(g.admit_async())
     loop.run_until_complete(asyncio.sleep(0))
-    del g, task  # the loop's channel still holds the wait, which holds the gate
+    gone = weakref.ref(g)
+    del g, task  # the loop's channel still holds the wait's future, whose task holds the gate
     gc.collect()
+    assert gone() is not None
     loop.close()  # withdraws the wait: the task, its coroutine and the gate may go
     gc.collect()
+    assert gone() is None
     other = gate_type(1)
     assert asyncio.run(other.admit_async(timeout=1)) is True
