@@ -7,13 +7,23 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "sluice/gate.hpp"
@@ -184,6 +194,301 @@ struct permit {
   bool held = false;
 };
 
+// ---- admit_async: the gate's own async waiters, handed to an event loop -------------------------
+//
+// admit_async (sluice/__init__.py) waits as <sluice/asio.hpp> does, on the gate's queue of async
+// waiters (sluice/detail/async_wait.hpp, docs/asio.md), with an event loop in the executor's
+// place. No thread is involved: each wait is a node of its gate's FIFO queue, and the grant
+// that admits it (inside the note_done, set_cap or adjust that made room, on whatever thread)
+// hands the outcome over to the node's loop_channel, which wakes its loop through an eventfd.
+//
+// A loop_channel, one per event loop (the Python _LoopChannel owns the only channel_handle):
+// an eventfd that the loop watches (loop.add_reader), the outcomes delivered and not yet drained
+// (oldest first), and every wait of the loop not yet drained, by id. It holds no Python object:
+// a hand-over (any thread, GIL or not, perhaps while a fork waits for it) takes the channel's
+// mutex, appends, writes the eventfd when the list was empty, and returns. The drain (the loop's
+// reader: its thread, with the GIL) reads the eventfd, takes the list, and resolves each wait's
+// future, found by id in the Python channel's dict; an admission whose future is gone or done
+// goes back to the gate (note_done).
+//
+// Lifetimes. A node keeps its channel (shared_ptr: the hand-over writes to its eventfd) and its
+// C++ gate (the gates' pybind11 holder is a shared_ptr) alive: its discard may give an admission
+// back on any thread without the GIL, after the Python Gate is gone, so it reaches the gate
+// through a strong C++ reference and never through a Python object. A queued node thus keeps its
+// gate alive too (the gate's destructor never finds one of these queued), until the wait is
+// drained, cancelled, or withdrawn by the channel's close. An open channel's nodes are freed by
+// the holder of the GIL alone (drain, cancel, close), so cancel may use a node it found in
+// `waits`; a closed channel's nodes may still be handed over on another thread (taken by a grant
+// before the close), and refs lets the close and that node's discard free it in either order.
+//
+// Lock order: the GIL, then a channel's mutex or a parking spot's, never both: nothing holding
+// a channel's mutex takes a spot's (a fork holds every spot's while it waits for the hand-overs,
+// which take a channel's), and nothing is freed under a channel's mutex (a node's destructor may
+// destroy its gate).
+
+struct loop_channel;
+
+// One admit_async wait: a node of its gate's queue of async waiters. Not polymorphic: the
+// queue's async_waiter is its only base, at its start.
+struct py_waiter : sluice::detail::async_waiter {
+  template <class Gate>
+  py_waiter(std::shared_ptr<loop_channel> c, std::uint64_t i, std::shared_ptr<Gate> g) noexcept
+      : channel(std::move(c)), owner(std::move(g)), note_done(&note_done_of<Gate>), id(i) {}
+  py_waiter(const py_waiter&) = delete;
+  py_waiter& operator=(const py_waiter&) = delete;
+
+  void give_back() noexcept { note_done(owner.get()); }  // through the node's own reference
+
+  const std::shared_ptr<loop_channel> channel;
+  const std::shared_ptr<void> owner;  // the C++ gate, shared with its Python object's holder
+  void (*const note_done)(void* gate) noexcept;
+  const std::uint64_t id;  // the key of its future in the Python channel's dict
+  sluice::detail::async_waiter* slot = nullptr;  // the handle (async_cancel): this node while queued
+  // Under the channel's mutex (stable once the channel is closed):
+  py_waiter* out_next = nullptr;    // the channel's list of delivered outcomes
+  bool handed = false;              // its outcome is in that list
+  bool admitted = false;            // the outcome
+  py_waiter* close_next = nullptr;  // the close's own list
+  // The channel's reference, and the close's for a node that may be handed over meanwhile.
+  std::atomic<int> refs{1};
+
+ private:
+  template <class Gate>
+  static void note_done_of(void* gate) noexcept {
+    static_cast<Gate*>(gate)->note_done();
+  }
+};
+
+void unref(py_waiter* p) noexcept {
+  if (p->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete p;
+}
+
+struct loop_channel {
+  explicit loop_channel(int f) noexcept : fd(f) {}
+  loop_channel(const loop_channel&) = delete;
+  loop_channel& operator=(const loop_channel&) = delete;
+  ~loop_channel() { ::close(fd); }
+
+  std::mutex mutex;
+  const int fd;  // the eventfd, open while the channel lives (a hand-over may write to it)
+  bool closed = false;                                   // under mutex
+  std::unordered_map<std::uint64_t, py_waiter*> waits;   // every wait not yet drained; under mutex
+  py_waiter* out_head = nullptr;                         // delivered, oldest first; under mutex
+  py_waiter** out_tail = &out_head;
+
+  // Under mutex: takes p out of the delivered list.
+  void unlink_delivered(py_waiter* p) noexcept {
+    for (py_waiter** link = &out_head; *link != nullptr; link = &(*link)->out_next) {
+      if (*link == p) {
+        *link = p->out_next;
+        if (out_tail == &p->out_next) out_tail = link;
+        p->out_next = nullptr;
+        return;
+      }
+    }
+  }
+};
+
+// async_waiter::hand_over: queues the outcome and wakes the loop; false once the channel is
+// closed (its loop will not drain again). Takes no GIL, calls no gate, waits for nothing but the
+// channel's mutex, which nobody holds for long.
+bool deliver(sluice::detail::async_waiter* w, bool admitted) noexcept {
+  auto* const p = static_cast<py_waiter*>(w);
+  loop_channel& c = *p->channel;
+  std::lock_guard lock(c.mutex);
+  if (c.closed) return false;
+  p->admitted = admitted;
+  p->handed = true;
+  const bool was_empty = c.out_head == nullptr;
+  *c.out_tail = p;
+  c.out_tail = &p->out_next;
+  if (was_empty) {
+    // Under the mutex: once it is let go, the drain may free the node, and with it the channel
+    // and its eventfd. Nonblocking; the counter cannot fill (2^64 - 2 writes).
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(c.fd, &one, sizeof one);
+  }
+  return true;
+}
+
+// async_waiter::discard: the channel was closed before the outcome reached it.
+void drop(sluice::detail::async_waiter* w, bool admitted) noexcept {
+  auto* const p = static_cast<py_waiter*>(w);
+  if (admitted) p->give_back();
+  unref(p);
+}
+
+// sluice._sluice._Channel: the Python side's hold on one loop's channel. Every call is made with
+// the GIL, on the loop's thread, except close (also from a finalizer, or in a forked child).
+class channel_handle {
+ public:
+  channel_handle() : c_(make()) {}
+  channel_handle(const channel_handle&) = delete;
+  channel_handle& operator=(const channel_handle&) = delete;
+  ~channel_handle() { close(); }  // nobody can drain it any more
+
+  int fileno() const noexcept { return c_->fd; }
+  bool closed() const noexcept {
+    std::lock_guard lock(c_->mutex);
+    return c_->closed;
+  }
+  std::size_t size() const noexcept {
+    std::lock_guard lock(c_->mutex);
+    return c_->waits.size();
+  }
+
+  // Queues a wait for an admission of g, whose Python object holds `owner`. MemoryError (and
+  // nothing queued) when the node cannot be made; the grant may hand it over at once.
+  template <class Gate>
+  void wait(Gate& g, std::shared_ptr<Gate> owner, std::uint64_t id) {
+    auto node = std::make_unique<py_waiter>(c_, id, std::move(owner));
+    node->hand_over = &deliver;
+    node->discard = &drop;
+    node->gate = &g;
+    node->handle = &node->slot;
+    {
+      std::lock_guard lock(c_->mutex);
+      if (c_->closed) throw std::runtime_error("the event loop's channel is closed");
+      if (!c_->waits.emplace(id, node.get()).second) throw py::value_error("a wait with this id is pending");
+    }
+    sluice::detail::async_wait(g, *node.release());  // the queue's, and the channel's, from here on
+  }
+
+  // The wait `id` stopped waiting (cancelled, timed out, its coroutine closed) and its future was
+  // taken out of the Python dict: takes the node out of the queue (nothing counted), or, if a
+  // grant took it first and its outcome has arrived, gives that admission back now, so that the
+  // count is exact when the task resumes. Only an outcome still being handed over on another
+  // thread is left to the drain, which finds no future for it and gives it back.
+  void cancel(std::uint64_t id) noexcept {
+    loop_channel& c = *c_;
+    py_waiter* p = nullptr;
+    {
+      std::lock_guard lock(c.mutex);
+      const auto it = c.waits.find(id);
+      if (it == c.waits.end()) return;  // drained already, or the channel closed
+      p = it->second;
+    }
+    // p stays alive: an open channel's nodes are freed only under the GIL, which this thread holds.
+    sluice::detail::async_cancel(p->gate, &p->slot);  // hands it over unadmitted if still queued
+    {
+      std::lock_guard lock(c.mutex);
+      if (c.closed || !p->handed) return;
+      c.unlink_delivered(p);
+      c.waits.erase(id);
+    }
+    if (p->admitted) p->give_back();
+    unref(p);
+  }
+
+  // The loop's reader: hands every outcome delivered so far to its future in `futures` (a dict,
+  // id -> future, from which each is popped): True for an admission; a wait that left unadmitted
+  // otherwise (its gate destroyed) cancels its future. An admission whose future is missing or
+  // done goes back to the gate. An exception from a future is raised once all are handled.
+  void drain(py::handle futures) {
+    loop_channel& c = *c_;
+    std::uint64_t count = 0;
+    // First: an outcome delivered after this read finds the list empty and writes again.
+    [[maybe_unused]] const ssize_t n = ::read(c.fd, &count, sizeof count);
+    py_waiter* list = nullptr;
+    {
+      std::lock_guard lock(c.mutex);
+      if (c.closed) return;
+      list = c.out_head;
+      c.out_head = nullptr;
+      c.out_tail = &c.out_head;
+      for (py_waiter* p = list; p != nullptr; p = p->out_next) c.waits.erase(p->id);
+    }
+    std::exception_ptr first;
+    while (list != nullptr) {
+      py_waiter* const p = list;
+      list = p->out_next;
+      bool kept = false;  // the admission now belongs to the future
+      try {
+        const py::object future = futures.attr("pop")(p->id, py::none());
+        if (!future.is_none() && !future.attr("done")().cast<bool>()) {
+          if (p->admitted) {
+            try {
+              future.attr("set_result")(true);
+              kept = true;
+            } catch (...) {  // set or not: as the future says
+              kept = future.attr("done")().cast<bool>() && !future.attr("cancelled")().cast<bool>();
+              throw;
+            }
+          } else {
+            future.attr("cancel")();
+          }
+        }
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+      if (p->admitted && !kept) p->give_back();
+      unref(p);
+    }
+    if (first) std::rethrow_exception(first);
+  }
+
+  // The loop closed (or the channel is a forked child's copy): no drain will come. Withdraws the
+  // waits still queued (nothing counted), gives back the admissions delivered and not drained,
+  // and leaves those being handed over on other threads to their discard. Never writes to the
+  // eventfd (a forked child shares it with its parent). Idempotent.
+  void close() noexcept {
+    loop_channel& c = *c_;
+    py_waiter* all = nullptr;
+    {
+      std::lock_guard lock(c.mutex);
+      if (c.closed) return;
+      c.closed = true;
+      for (const auto& [id, p] : c.waits) {
+        if (!p->handed) p->refs.fetch_add(1, std::memory_order_relaxed);  // the discard's, perhaps
+        p->close_next = all;
+        all = p;
+      }
+      c.waits.clear();
+      c.out_head = nullptr;
+      c.out_tail = &c.out_head;
+    }
+    // The queued ones first: an admission given back would otherwise go to one of them.
+    for (py_waiter* p = all; p != nullptr; p = p->close_next) {
+      if (!p->handed && sluice::detail::async_withdraw(*p)) p->refs.fetch_sub(1, std::memory_order_relaxed);
+    }
+    while (all != nullptr) {
+      py_waiter* const p = all;
+      all = p->close_next;
+      if (p->handed && p->admitted) p->give_back();
+      // A node taken by a grant or a cancellation before the close and not handed over: its
+      // hand_over finds the channel closed, and its discard gives the admission back and drops
+      // the other reference.
+      unref(p);
+    }
+  }
+
+ private:
+  static std::shared_ptr<loop_channel> make() {
+    const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0) {
+      PyErr_SetFromErrno(PyExc_OSError);
+      throw py::error_already_set();
+    }
+    try {
+      return std::make_shared<loop_channel>(fd);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+  }
+
+  std::shared_ptr<loop_channel> c_;
+};
+
+// The shared_ptr that holds the C++ object behind `self` (a gate's holder).
+template <class T>
+std::shared_ptr<T> holder_of(py::handle self) {
+  live<T>(self);  // made by calling its class, or TypeError
+  auto* inst = reinterpret_cast<py::detail::instance*>(self.ptr());
+  auto v_h = inst->get_value_and_holder(py::detail::get_type_info(typeid(T)));
+  return v_h.template holder<std::shared_ptr<T>>();
+}
+
 template <class Gate>
 void bind_gate(py::module_& m, const char* name, const char* doc) {
   using P = permit<Gate>;
@@ -219,7 +524,8 @@ void bind_gate(py::module_& m, const char* name, const char* doc) {
           });
 
   // Not final: the package's Gate adds admit_async in Python. live() refuses what is not one.
-  py::class_<Gate> gate_class(m, name, doc);
+  // Held by a shared_ptr, which admit_async's waits share (channel_handle: Lifetimes).
+  py::class_<Gate, std::shared_ptr<Gate>> gate_class(m, name, doc);
   class_fixed(gate_class)
       .def(py::init([](py::handle cap) { return new Gate(clamped(cap, "cap", 1, sluice::gate_limit)); }),
            py::arg("cap"), "A gate with nothing in flight; cap clamped into [1, 2**31 - 1].")
@@ -256,6 +562,13 @@ void bind_gate(py::module_& m, const char* name, const char* doc) {
            py::arg("timeout") = py::none(),
            "A context manager that holds one admission for its block: admit(timeout) on entry\n"
            "(TimeoutError when not admitted in time), note_done() on exit.")
+      .def("_wait_async",
+           [](py::handle self, py::handle channel, std::uint64_t id) {
+             live<channel_handle>(channel).wait(live<Gate>(self), holder_of<Gate>(self), id);
+           },
+           py::arg("channel"), py::arg("id"),
+           "admit_async's: queues a wait for an admission, delivered to `channel` (a _Channel)\n"
+           "under `id`. MemoryError, with nothing queued, when it cannot be made.")
       .def("__repr__", [name](py::handle self) {
         const Gate& g = live<Gate>(self);
         return "<sluice." + std::string(name) + " in_flight=" + std::to_string(g.in_flight()) +
@@ -363,6 +676,24 @@ PYBIND11_MODULE(_sluice, m) {
       .value("OK", sluice::pressure::ok)
       .value("SOFT", sluice::pressure::soft)
       .value("HARD", sluice::pressure::hard);
+
+  py::class_<channel_handle> channel(m, "_Channel",
+                                     "admit_async's channel to one event loop (python/module.cpp, channel_handle):\n"
+                                     "an eventfd the loop watches, and the admissions on their way to its waits.",
+                                     py::is_final());
+  class_fixed(channel)
+      .def(py::init<>(), "An open channel with its eventfd; OSError when the eventfd cannot be made.")
+      .def("fileno", [](py::handle c) { return live<channel_handle>(c).fileno(); }, "The eventfd.")
+      .def_property_readonly("closed", [](py::handle c) { return live<channel_handle>(c).closed(); },
+                             "Whether close() ran: no wait may be queued, none is delivered.")
+      .def("__len__", [](py::handle c) { return live<channel_handle>(c).size(); },
+           "The waits not yet drained: queued, or on their way.")
+      .def("drain", [](py::handle c, py::handle futures) { live<channel_handle>(c).drain(futures); },
+           py::arg("futures"), "Resolves the futures (a dict id -> future) of the outcomes delivered so far.")
+      .def("cancel", [](py::handle c, std::uint64_t id) { live<channel_handle>(c).cancel(id); }, py::arg("id"),
+           "The wait `id` stopped waiting: its admission, if any has come, goes back.")
+      .def("close", [](py::handle c) { live<channel_handle>(c).close(); },
+           "No drain will come: withdraws the queued waits, gives back what was delivered.");
 
   bind_gate<sluice::gate>(m, "Gate",
                           "A non-blocking admission counter whose cap moves under memory pressure:\n"

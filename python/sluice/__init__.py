@@ -10,13 +10,13 @@
     p = sluice.Pool(bound=1024, ceiling=4 << 20)   # sluice.MutexPool alike
     b = p.acquire(n); memoryview(b)[:] = ...; p.retire(b)
 
-The gates and pools are sluice's C++ ones (sluice._sluice); admit_async is written here.
+The gates and pools are sluice's C++ ones (sluice._sluice); admit_async is written here, on the
+gates' own async waiters: no thread is started (the module's thread count is zero).
 """
 
 import asyncio
-import collections
+import itertools
 import os
-import threading
 import weakref
 
 from sluice import _sluice
@@ -25,161 +25,145 @@ from sluice._sluice import GATE_LIMIT, Buffer, GatePermit, MutexGatePermit, Mute
 __all__ = ["GATE_LIMIT", "Buffer", "Gate", "GatePermit", "MutexGate", "MutexGatePermit", "MutexPool", "Pool",
            "PoolStats", "Pressure"]
 
+# admit_async waits on the gate's own queue of async waiters, as <sluice/asio.hpp> does, with an
+# event loop where Asio has an executor; it starts no thread. Each event loop that waits gets a
+# channel (_sluice._Channel: an eventfd and the outcomes on their way, python/module.cpp), which
+# the loop watches with add_reader. The grant that admits a wait (inside the note_done, set_cap
+# or adjust that made room, on whatever thread) queues its outcome on the channel and writes the
+# eventfd; the loop then drains the channel and resolves the waits' futures. A channel lives as
+# long as its loop's reader: the loop's close() drops the reader, whose finalizer closes the
+# channel (the waits still queued are withdrawn, the admissions not yet delivered go back).
 
-class _Handoff:
-    """One admission on its way to an asyncio future, delivered on the future's loop.
 
-    The serving thread admitted it; it reaches the future unless the future is done (cancelled or
-    timed out) by then, or the loop never runs the callback (closed): then it goes back to the
-    gate, so that no admission is ever lost.
-    """
+class _LoopChannel:
+    """One event loop's channel: the C++ side, and the futures of its waits by id."""
 
-    __slots__ = ("gate", "future", "delivered")
+    __slots__ = ("native", "futures", "ids", "loop", "closed", "settled", "__weakref__")
 
-    def __init__(self, gate, future):
-        self.gate = gate
-        self.future = future
-        self.delivered = False
+    def __init__(self, native, loop):
+        self.native = native  # _sluice._Channel
+        self.futures = {}  # id -> future, for each wait still waiting
+        self.ids = itertools.count()
+        self.loop = weakref.ref(loop)
+        self.closed = False
+        self.settled = []  # futures of _settled() callers
 
-    def __call__(self):  # on the future's loop
-        self.delivered = True
-        if self.future.done():
-            self.gate.note_done()
-        else:
-            self.future.set_result(True)
+    def drain(self):
+        try:
+            self.native.drain(self.futures)
+        finally:
+            self.wake_settled()
+
+    def stop(self, wait_id):
+        """The wait stopped waiting: its admission, if one came or is on its way, goes back."""
+        self.futures.pop(wait_id, None)
+        self.native.cancel(wait_id)
+        self.wake_settled()
+
+    def close(self):
+        self.closed = True
+        self.native.close()
+        self.futures.clear()
+        self.wake_settled()
+
+    def on_its_way(self):
+        """Waits that stopped waiting while their admission was being handed over on another
+        thread: the drain gives it back when it arrives."""
+        return len(self.native) - len(self.futures)
+
+    def wake_settled(self):
+        if self.settled and (self.closed or self.on_its_way() <= 0):
+            settled, self.settled = self.settled, []
+            for f in settled:
+                if not f.done():
+                    try:
+                        f.set_result(None)
+                    except RuntimeError:  # its loop is closed
+                        pass
+
+
+class _Reader:
+    """The callback the loop runs when the channel's eventfd is readable. The loop holds the only
+    reference to it: when the loop closes (its selector drops its readers) or is collected, the
+    finalizer closes the channel."""
+
+    __slots__ = ("channel",)
+
+    def __init__(self, channel):
+        self.channel = channel
+
+    def __call__(self):
+        self.channel.drain()
 
     def __del__(self):
-        if not self.delivered:
-            self.gate.note_done()
+        self.channel.close()
 
 
-_exiting = False  # the main thread has ended: waiters whose loop no longer runs are let go
-_all_waiters = weakref.WeakSet()
+# id(loop) -> weakref to its _LoopChannel (held by the loop's reader alone), checked against the
+# loop itself: an id may come back for a new loop once the old one is gone.
+_channels = {}
+_all_channels = weakref.WeakSet()
 
 
-def _exit():
-    global _exiting
-    _exiting = True
+def _find_channel(loop):
+    ref = _channels.get(id(loop))
+    channel = ref() if ref is not None else None
+    if channel is not None and channel.loop() is loop and not channel.closed:
+        return channel
+    return None
+
+
+def _channel_for(loop):
+    """The running loop's channel, made on its first wait: OSError when its eventfd cannot be
+    made or the loop cannot watch it (then nothing is left behind)."""
+    channel = _find_channel(loop)
+    if channel is not None:
+        return channel
+    for other in list(_all_channels):  # loops closed or gone, whose reader's finalizer has not run
+        other_loop = other.loop()
+        if other_loop is None or other_loop.is_closed():
+            other.close()
+    for key, ref in list(_channels.items()):
+        if ref() is None or ref().closed:
+            del _channels[key]
+    native = _sluice._Channel()
+    channel = _LoopChannel(native, loop)
+    try:
+        loop.add_reader(native.fileno(), _Reader(channel))
+        try:
+            _channels[id(loop)] = weakref.ref(channel)
+            _all_channels.add(channel)
+        except BaseException:
+            loop.remove_reader(native.fileno())
+            raise
+    except BaseException:
+        channel.close()
+        raise
+    return channel
 
 
 def _after_fork_in_child():
-    """The child has none of the parent's threads, and no loop of the parent's runs there (asyncio
-    forgets the running loop in a child): each gate's waiters start afresh, with a lock of their
-    own and none waiting."""
-    for waiters in list(_all_waiters):
-        waiters._lock = threading.Lock()
-        waiters._serving = False
-        waiters._queue = collections.deque()
+    """The child runs none of the parent's loops (asyncio forgets the running loop in a child):
+    each inherited channel is closed: its queued waits are withdrawn (nothing counted) and the
+    admissions delivered to it go back, without a write to the eventfd, which the parent shares.
+    A loop of the child's own makes its own channel."""
+    for channel in list(_all_channels):
+        channel.close()
 
 
-# Serving threads are not daemons, so that none is inside Python when the interpreter finalizes.
-# threading runs this hook when the main thread ends, before it joins the others; a serving
-# thread then lets go of the waiters whose thread has ended or is a daemon (which the interpreter
-# does not wait for), and goes on serving those of the threads it waits for.
-threading._register_atexit(_exit)
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class _AsyncWaiters:
-    """A gate's asyncio waiters, first come first served, by one thread while any wait.
-
-    The thread waits on the gate as a thread does (admit, GIL released), hands each admission to
-    the oldest waiter still waiting, and ends when none is left. Its wait is cut into slices only
-    to notice waiters that went (cancelled, their loop closed); room wakes it at once.
-    """
-
-    def __init__(self, gate):
-        self._gate = gate
-        self._lock = threading.Lock()
-        self._queue = collections.deque()  # (loop, future, the thread that waits), oldest first
-        self._serving = False
-        _all_waiters.add(self)
-
-    def __bool__(self):
-        return bool(self._queue)
-
-    def wait(self, loop):
-        future = loop.create_future()
-        with self._lock:
-            self._queue.append((loop, future, threading.current_thread()))
-            if not self._serving:
-                self._start()
-        return future
-
-    def _start(self):  # under _lock
-        self._serving = True
-        threading.Thread(target=self._serve, name="sluice-admit-async", daemon=False).start()
-
-    def _drop_gone(self):
-        """Drops the oldest waiters that no admission can reach any more (under _lock)."""
-        while self._queue:
-            loop, future, thread = self._queue[0]
-            if not (future.done() or loop.is_closed() or (_exiting and (thread.daemon or not thread.is_alive()))):
-                return
-            self._queue.popleft()
-
-    def _next(self):
-        """The oldest waiter still waiting, or None (and the thread stops serving)."""
-        with self._lock:
-            self._drop_gone()
-            if not self._queue:
-                self._serving = False
-                return None
-            return self._queue.popleft()
-
-    def _serve(self):
-        gate = self._gate
-        while True:
-            with self._lock:
-                self._drop_gone()
-                if not self._queue:
-                    self._serving = False
-                    return
-            if not gate.admit(0.1):
-                continue
-            waiter = self._next()
-            if waiter is None:
-                gate.note_done()
-                return
-            loop, future, _ = waiter
-            handoff = _Handoff(gate, future)
-            try:
-                loop.call_soon_threadsafe(handoff)
-            except RuntimeError:  # the loop is closed: handoff gives the admission back
-                pass
-            del handoff
-
-
-async def _admit_async(gate, waiters, timeout):
-    timeout = _sluice._seconds(timeout)  # None: for ever
-    if not waiters and gate.try_admit():  # no jumping ahead of the gate's async waiters
-        return True
+async def _settled():
+    """For tests: returns once no admission is on its way to a wait of the running loop that
+    stopped waiting (each has gone back to its gate). A condition, not a delay: the drain that
+    gives the last one back wakes it."""
     loop = asyncio.get_running_loop()
-    future = waiters.wait(loop)
-    expired = False
-
-    def expire():
-        nonlocal expired
-        expired = True
-        future.cancel()
-
-    timer = None
-    if timeout is not None:
-        timer = loop.call_later(timeout, expire)
-    try:
-        await future
-        return True
-    except asyncio.CancelledError:
-        if future.done() and not future.cancelled():
-            gate.note_done()  # admitted, but the task was cancelled on its way back: give it back
-            raise
-        task = asyncio.current_task()
-        if expired and not (task is not None and task.cancelling()):
-            return False
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
+    channel = _find_channel(loop)
+    while channel is not None and not channel.closed and channel.on_its_way() > 0:
+        done = loop.create_future()
+        channel.settled.append(done)
+        await done
 
 
 class _AsyncMixin:
@@ -188,14 +172,56 @@ class _AsyncMixin:
     async def admit_async(self, timeout=None):
         """Waits for an admission without blocking the event loop: True, or False when timeout
         (seconds) passed first, with nothing counted. The gate's async waiters are served first
-        come, first served (a newcomer waits behind them), by a thread that waits on the gate
-        for them, as threads in admit() do. A waiter cancelled (or timed out)
-        keeps nothing: an admission already on its way to it goes back to the gate at once, so
-        that in_flight may count it for that moment."""
-        waiters = self.__dict__.get("_waiters")
-        if waiters is None:
-            waiters = self.__dict__.setdefault("_waiters", _AsyncWaiters(self))
-        return await _admit_async(self, waiters, timeout)
+        come, first served (a newcomer waits behind them; try_admit and admit() refuse while one
+        is queued), by the gate's own queue: the note_done (set_cap, adjust) that makes room
+        hands the admission to the loop, through a channel (an eventfd) per loop. No thread is
+        started: the module's thread count is zero, however many gates and waits. A waiter
+        cancelled (or timed out) keeps nothing: an admission that reached it goes back before
+        the task resumes, and one still being handed over on another thread goes back when it
+        arrives. When the loop closes, the waits still queued are withdrawn. OSError when the
+        loop's channel cannot be made (no file descriptor left), MemoryError when the wait
+        cannot be: nothing is queued then."""
+        timeout = _sluice._seconds(timeout)  # None: for ever
+        if self.try_admit():  # refuses while a waiter of the gate is queued: none is overtaken
+            return True
+        loop = asyncio.get_running_loop()
+        channel = _channel_for(loop)
+        future = loop.create_future()
+        expired = False
+        timer = None
+        wait_id = next(channel.ids)
+        try:
+            if timeout is not None:
+                def expire():
+                    nonlocal expired
+                    expired = True
+                    future.cancel()
+
+                timer = loop.call_later(timeout, expire)
+            channel.futures[wait_id] = future
+            self._wait_async(channel.native, wait_id)  # may be admitted at once: the drain resolves it
+        except BaseException:  # nothing queued
+            channel.futures.pop(wait_id, None)
+            if timer is not None:
+                timer.cancel()
+            raise
+        try:
+            await future
+            return True
+        except BaseException as e:
+            if future.done() and not future.cancelled():
+                self.note_done()  # admitted, but the task was cancelled (or closed) on its way back
+                raise
+            if expired and isinstance(e, asyncio.CancelledError):
+                task = asyncio.current_task()
+                if not (task is not None and task.cancelling()):
+                    return False
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if not future.done() or future.cancelled():
+                channel.stop(wait_id)  # before the task goes on: the count is exact then
 
 
 class Gate(_AsyncMixin, _sluice.Gate):
