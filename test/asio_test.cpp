@@ -675,6 +675,55 @@ TEST_CASE("a fork during a grant leaves the child every wait queued or posted") 
     CHECK(g.in_flight() == 1);
   }
 }
+
+// The io_context's shutdown, a hand-over and a fork, together: the shutdown withdraws thousands
+// of queued waits while a set_cap admits them one at a time (each hand-over reaching the
+// context's list of waits) and another thread forks again and again (each fork waiting, with
+// every parking spot's mutex held, for the hand-overs in flight). When the shutdown held the
+// list's mutex while it withdrew (which takes the spot's mutex), a hand-over waiting for the
+// list kept the fork waiting, and the fork kept the shutdown from the spot: all three for good.
+// Each round runs in a child of its own, ended by SIGALRM if it hangs.
+TEST_CASE("an io_context shut down while a fork waits for a hand-over completes") {
+  constexpr int waits = sluice_test::sanitized ? 5000 : 20000;
+  for (int round = 0; round < 4; ++round) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      alarm(30);
+      sluice::gate g{1};
+      if (!g.try_admit()) _exit(2);
+      auto io = std::make_unique<net::io_context>();
+      for (int i = 0; i < waits; ++i) {
+        sluice::async_admit(g, net::bind_executor(*io, [](error_code, permit<sluice::gate>) {}));
+      }
+      std::atomic<bool> go{false};
+      std::atomic<bool> done{false};
+      std::thread granter([&] {
+        while (!go.load()) std::this_thread::yield();
+        for (int cap = 2; cap <= waits + 1 && !done.load(); ++cap) g.set_cap(cap);
+      });
+      std::thread forker([&] {
+        while (!go.load()) std::this_thread::yield();
+        while (!done.load()) {
+          const pid_t child = fork();
+          if (child == 0) _exit(0);
+          if (child > 0) waitpid(child, nullptr, 0);
+        }
+      });
+      go = true;
+      io.reset();  // withdraws what is queued; what set_cap took is destroyed with its admission
+      done = true;
+      granter.join();
+      forker.join();
+      _exit(g.in_flight() == 1 ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    INFO("round " << round);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+}
 #endif
 
 namespace {

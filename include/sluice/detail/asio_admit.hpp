@@ -49,7 +49,8 @@ struct admit_op_base : async_waiter {
 
 // One per execution context that waits run on: the list of its pending waits, so that its
 // shutdown (the io_context's destructor) can withdraw them and destroy their handlers without
-// invoking them. Lock order: this mutex, then a parking spot's (inside async_withdraw).
+// invoking them. Its mutex is never held while another lock is taken: a hand-over (deliver) takes
+// it, and a fork waits for hand-overs while it holds every parking spot's mutex.
 class admit_service final : public net::execution_context::service {
  public:
   using key_type = admit_service;
@@ -57,26 +58,38 @@ class admit_service final : public net::execution_context::service {
 
   explicit admit_service(net::execution_context& context) : net::execution_context::service(context) {}
 
-  void add(admit_op_base& op) {
+  // False once the context is shut down (a wait begun by a handler's destructor then): the
+  // caller destroys the node, as the context destroys what is posted to it then.
+  bool add(admit_op_base& op) {
     std::lock_guard lock(mutex_);
+    if (shut_down_) return false;
     op.service_prev = nullptr;
     op.service_next = head_;
     if (head_ != nullptr) head_->service_prev = &op;
     head_ = &op;
+    return true;
   }
 
   // A wait that left its gate's queue (admitted or cancelled) leaves the list; true when it may
-  // be completed, false when the context is shut down (its handler is then destroyed). Every
-  // begin_finish is followed by end_finish, which the shutdown waits for.
+  // be completed, and end_finish follows, which the shutdown waits for. False when the context
+  // is shut down: the shutdown owns the node, and discard reports the outcome destroyed.
   bool begin_finish(admit_op_base& op) noexcept {
     std::lock_guard lock(mutex_);
+    if (shut_down_) return false;
     remove(op);
     ++finishing_;
-    return !shut_down_;
+    return true;
   }
   void end_finish() noexcept {
     std::lock_guard lock(mutex_);
     if (--finishing_ == 0 && shut_down_) finished_.notify_all();
+  }
+  // The outcome of a wait that begin_finish refused is destroyed (its admission given back);
+  // the node is the shutdown's to free.
+  void end_discard() noexcept {
+    std::lock_guard lock(mutex_);
+    ++discarded_;
+    if (shut_down_) finished_.notify_all();
   }
 
  private:
@@ -104,27 +117,28 @@ class admit_service final : public net::execution_context::service {
     for (const async_waiter* w : gates) async_serve(*w);
   }
 
+  // From the moment shut_down_ is set, every node still listed is the shutdown's: begin_finish
+  // refuses it, so a hand-over that took it only discards its outcome. Each is withdrawn if still
+  // queued; the rest are waited for until discarded; then every node is freed here (a handler's
+  // destruction may do anything: no lock is held).
   void shutdown() override {
-    admit_op_base* withdrawn = nullptr;
+    admit_op_base* ops = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      shut_down_ = true;
+      ops = std::exchange(head_, nullptr);
+    }
+    long taken = 0;  // by a hand-over on another thread
+    for (admit_op_base* op = ops; op != nullptr; op = op->service_next) {
+      if (!async_withdraw(*op)) ++taken;  // withdrawn: never admitted, nothing counted
+    }
     {
       std::unique_lock lock(mutex_);
-      shut_down_ = true;
-      for (admit_op_base* op = head_; op != nullptr;) {
-        admit_op_base* const next = op->service_next;
-        if (async_withdraw(*op)) {  // still queued: never admitted, nothing counted
-          remove(*op);
-          op->service_next = withdrawn;
-          withdrawn = op;
-        }
-        op = next;
-      }
-      // The rest were taken by a wake-up or a cancellation on another thread: wait until they
-      // are posted (the scheduler then destroys them) or destroyed.
-      finished_.wait(lock, [this] { return head_ == nullptr && finishing_ == 0; });
+      finished_.wait(lock, [&] { return finishing_ == 0 && discarded_ == taken; });
     }
-    while (withdrawn != nullptr) {  // no lock held: a handler's destruction may do anything
-      admit_op_base* const op = withdrawn;
-      withdrawn = op->service_next;
+    while (ops != nullptr) {
+      admit_op_base* const op = ops;
+      ops = op->service_next;
       op->destroy(op);
     }
   }
@@ -133,6 +147,7 @@ class admit_service final : public net::execution_context::service {
   std::condition_variable finished_;
   admit_op_base* head_ = nullptr;
   long finishing_ = 0;
+  long discarded_ = 0;
   bool shut_down_ = false;
 };
 
@@ -209,8 +224,8 @@ struct admit_op final : admit_op_base {
 
   // The node left its gate's queue (async_waiter::hand_over): complete the wait on its executor,
   // with the node freed before the handler runs. False when the context is shut down: drop
-  // then destroys the handler and the admission (which gives it back), once the fork's window
-  // has closed, since that may call the gate.
+  // then gives the admission back, once the fork's window has closed, since that calls the gate;
+  // the shutdown frees the node.
   static bool deliver(async_waiter* w, bool admitted) noexcept {
     auto* op = static_cast<admit_op*>(w);
     admit_service& service = *op->service;
@@ -233,11 +248,10 @@ struct admit_op final : admit_op_base {
   static void drop(async_waiter* w, bool admitted) noexcept {
     auto* op = static_cast<admit_op*>(w);
     admit_service& service = *op->service;
-    {
-      const permit<Gate> admission = admitted ? permit<Gate>(op->gate_, std::adopt_lock) : permit<Gate>();
-      destroy_op(op);
+    if (admitted) {
+      const permit<Gate> admission(op->gate_, std::adopt_lock);  // given back here
     }
-    service.end_finish();
+    service.end_discard();  // the shutdown frees the node
   }
 };
 
@@ -282,7 +296,10 @@ struct initiate_admit {
     op->gate = g;
     op->service = &service;
     op->handle = handle;
-    service.add(*op);
+    if (!service.add(*op)) {
+      op_type::destroy_op(op);
+      return;
+    }
     async_wait(*g, *op);  // from here on the node belongs to the queue
   }
 };
