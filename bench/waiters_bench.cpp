@@ -12,7 +12,12 @@
 //                                (set_cap on each gate, which grants and posts), one iteration
 //   waiters.one_gate/W           the same for W waits on one gate
 // The last two report queue_ms and admit_ms as counters (the time is their sum).
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <string>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -57,6 +62,16 @@ sluice::gate& neighbour_of(const sluice::gate& g, std::vector<std::unique_ptr<sl
   return *keep.back();
 }
 
+// Whether the kernel reports thread `tid` of this process asleep ('S'): a thread inside admit()
+// sleeps only in the parking spot's wait, so once it is asleep there, a note_done must wake it.
+bool asleep(long tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto end = line.rfind(')');  // the state follows the command's name
+  return end != std::string::npos && end + 2 < line.size() && line[end + 2] == 'S';
+}
+
 // M waits on a full gate `a`, queued on an io_context that is never run.
 void queue_waits(sluice::gate& a, asio::io_context& io, long m) {
   for (long i = 0; i < m; ++i) {
@@ -73,13 +88,17 @@ void wake_beside(benchmark::State& state) {
   auto io = std::make_unique<asio::io_context>();
   queue_waits(a, *io, m);
   (void)d.try_admit();  // held here between rounds
-  // The sleeper's round: told to go, it parks in admit(); once admitted it counts the round and,
-  // told to, gives its admission back, which this thread takes again.
+  // The sleeper's round: told to go, it parks in admit() (this thread waits until the kernel
+  // reports it asleep); once admitted it counts the round and, told to, gives its admission
+  // back, which this thread takes again.
   std::atomic<int> go{0}, rounds{0}, back{0};
+  std::atomic<long> tid{0};
   std::thread sleeper([&] {
+    tid.store(syscall(SYS_gettid));
     for (int round = 1;; ++round) {
-      while (go.load() < round) std::this_thread::yield();
-      if (go.load() < 0) return;
+      int told = go.load();
+      while (told >= 0 && told < round) told = (std::this_thread::yield(), go.load());
+      if (told < 0) return;  // the benchmark ended
       d.admit();
       rounds.store(round);
       while (back.load() < round) std::this_thread::yield();
@@ -91,7 +110,7 @@ void wake_beside(benchmark::State& state) {
     int round = 0;
     for (auto _ : state) {
       go.store(++round);
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the sleeper parks meanwhile
+      while (tid.load() == 0 || !asleep(tid.load())) std::this_thread::yield();  // parked in admit()
       timed.time([&] { d.note_done(); });
       while (rounds.load() < round) std::this_thread::yield();
       back.store(round);
