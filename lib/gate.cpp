@@ -70,6 +70,17 @@ detail::async_waiter* begin_hand_over(detail::parking_spot& spot, detail::async_
   return taken;
 }
 
+// Waiters whose context is gone, to be discarded by the outermost hand-over on this thread, one
+// list for those admitted and one for the rest. A discard gives an admission back, and the
+// note_done in that may grant the gate's next waiter, whose context may be gone too: discarded
+// in place, each would nest one call deeper (a context shut down with thousands of waits queued
+// while room comes overflowed the stack), so the nested hand-over leaves them here instead.
+struct discards {
+  detail::async_waiter* lists[2] = {nullptr, nullptr};  // [admitted]
+  bool running = false;
+};
+thread_local discards pending_discards;
+
 // After the spot's mutex is let go: hands over each waiter begin_hand_over counted, ends the
 // hand-over, and only then discards those whose context is gone (which may call a gate).
 void hand_over(detail::parking_spot& spot, detail::async_waiter* taken, bool admitted) noexcept {
@@ -85,12 +96,25 @@ void hand_over(detail::parking_spot& spot, detail::async_waiter* taken, bool adm
     }
   }
   spot.handing_over.fetch_sub(1, std::memory_order_release);  // (H2): pairs with H3 (parking.hpp)
-  while (undelivered != nullptr) {
+  if (undelivered == nullptr) return;
+  discards& d = pending_discards;
+  detail::async_waiter*& list = d.lists[admitted ? 1 : 0];
+  while (undelivered != nullptr) {  // onto this thread's list
     detail::async_waiter* const w = undelivered;
     undelivered = w->next;
-    w->next = nullptr;
-    w->discard(w, admitted);
+    w->next = list;
+    list = w;
   }
+  if (d.running) return;  // inside a discard: the loop below, further up, takes them
+  d.running = true;
+  for (int kind = 0; d.lists[0] != nullptr || d.lists[1] != nullptr; kind ^= 1) {
+    while (detail::async_waiter* const w = d.lists[kind]) {
+      d.lists[kind] = w->next;
+      w->next = nullptr;
+      w->discard(w, kind == 1);
+    }
+  }
+  d.running = false;
 }
 
 // The grant loop: takes the gate's waiters from the head, oldest first, while take() admits one;

@@ -4,17 +4,21 @@
 // cancellation racing a wake-up, timeouts, threads and coroutines on one gate, FIFO, and an
 // io_context destroyed with waits pending. Waits that must end are bounded (run_for, wait_for)
 // far beyond what they need, so a lost wake-up fails a check instead of hanging the test.
+#include <pthread.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -600,6 +604,60 @@ TEST_CASE_TEMPLATE("a context destroyed with an admitted wait still posted gives
 // docs/gate.md, LIFETIME: a gate destroyed with waits queued completes them at once with
 // operation_aborted and an empty permit; nothing of the gate is touched after (ASan watches),
 // and a cancellation emitted after that does nothing.
+namespace {
+// Whether the kernel reports thread `tid` of this process asleep.
+bool asleep(long tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto end = line.rfind(')');  // the state follows the command's name
+  return end != std::string::npos && end + 2 < line.size() && line[end + 2] == 'S';
+}
+}  // namespace
+
+// A context shut down while room comes for thousands of its waits: each wait the grant takes is
+// refused by the shut-down context and its admission given back, and the note_done in that
+// grants the next. Discarded in place, each nested one call deeper, and a thread of 256 KiB
+// overflowed its stack. Here the shutdown is held at its first withdrawal (another gate's wait,
+// whose spot this thread holds; the shutdown thread is asleep on it) while the note_done runs.
+TEST_CASE_TEMPLATE("room for a shut-down context's waits gives each back without nesting", G, GATES) {
+  constexpr int waits = 20'000;
+  G g{1};
+  REQUIRE(g.try_admit());
+  std::vector<std::unique_ptr<G>> others;
+  do {
+    others.push_back(std::make_unique<G>(1));
+  } while (&sluice::detail::parking_for(others.back().get()) == &sluice::detail::parking_for(&g));
+  G& other = *others.back();
+  REQUIRE(other.try_admit());
+  auto io = std::make_unique<net::io_context>();
+  const auto ignore = [](error_code, permit<G>) {};
+  for (int i = 0; i < waits; ++i) sluice::async_admit(g, net::bind_executor(*io, ignore));
+  sluice::async_admit(other, net::bind_executor(*io, ignore));  // the newest: withdrawn first
+  sluice::detail::parking_spot& held = sluice::detail::parking_for(&other);
+  held.mutex.lock();
+  std::atomic<long> tid{0};
+  std::thread shut([&] {
+    tid = syscall(SYS_gettid);
+    io.reset();
+  });
+  while (tid.load() == 0 || !asleep(tid.load())) std::this_thread::yield();
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_t room;
+  REQUIRE(pthread_create(&room, &attr, [](void* gate) -> void* {
+    static_cast<G*>(gate)->note_done();
+    return nullptr;
+  }, &g) == 0);
+  pthread_join(room, nullptr);
+  pthread_attr_destroy(&attr);
+  held.mutex.unlock();
+  shut.join();
+  CHECK(g.in_flight() == 0);
+  CHECK(other.in_flight() == 1);
+}
+
 TEST_CASE_TEMPLATE("a gate destroyed with waits pending completes them with operation_aborted", G, GATES) {
   net::io_context io;
   int aborted = 0, other = 0;
