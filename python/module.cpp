@@ -387,6 +387,12 @@ class channel_handle {
   void drain(py::handle futures) {
     loop_channel& c = *c_;
     std::uint64_t count = 0;
+    {
+      // A closed channel's eventfd may be shared with a living one: a forked child's channels
+      // are closed (after_in_child), and its read would take the parent's wake-up.
+      std::lock_guard lock(c.mutex);
+      if (c.closed) return;
+    }
     // First: an outcome delivered after this read finds the list empty and writes again.
     [[maybe_unused]] const ssize_t n = ::read(c.fd, &count, sizeof count);
     py_waiter* list = nullptr;
