@@ -503,6 +503,11 @@ def test_a_thread_that_cannot_start_does_not_wedge_the_gate(gate_type, monkeypat
     asyncio.run(main())
 
 
+# Not in the sanitized build (test/python/meson.build sets ASAN_OPTIONS there): with no
+# descriptor free, UndefinedBehaviorSanitizer's vptr check cannot open the pipe through which it
+# reads a vtable, and reports pybind11's caught error_already_set as an object with an invalid
+# vptr (a report about the sanitizer's own descriptors, seen in the CI-like run).
+@pytest.mark.skipif("ASAN_OPTIONS" in os.environ, reason="the sanitizer's vptr check needs free descriptors")
 def test_no_file_descriptor_for_the_loops_channel_raises_and_the_next_call_works(gate_type):
     async def main():
         g = gate_type(1)
