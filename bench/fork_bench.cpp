@@ -48,8 +48,15 @@ clock_type::time_point prepare_began, prepare_ended;
 void prepare_begins() { prepare_began = clock_type::now(); }
 void prepare_ends() { prepare_ended = clock_type::now(); }
 
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
 struct figures {
   double mean_ms = 0, worst_ms = 0;                // fork() whole
+  double cpu_mean_ms = 0;                          // the CPU time fork() took on its thread
   double prepare_mean_ms = 0, prepare_worst_ms = 0;  // sluice's prepare handler
 };
 
@@ -78,10 +85,12 @@ figures forks_under_load(int threads) {
   for (int i = 0; i < forks; ++i) {
     const timespec pace{0, 2'000'000};  // the callers run between forks
     nanosleep(&pace, nullptr);
+    const double cpu_begin = thread_cpu_ms();
     const auto begin = clock_type::now();
     const pid_t pid = fork();
     if (pid == 0) _exit(0);
     const double ms = ms_between(begin, clock_type::now());
+    f.cpu_mean_ms += (thread_cpu_ms() - cpu_begin) / forks;
     if (pid < 0) {
       std::perror("fork");
       std::exit(1);
@@ -99,8 +108,8 @@ figures forks_under_load(int threads) {
 }
 
 void print(const char* round, const char* kind, const figures& f) {
-  std::printf("%-6s %-11s %10.2f %10.2f %12.2f %12.2f\n", round, kind, f.mean_ms, f.worst_ms, f.prepare_mean_ms,
-              f.prepare_worst_ms);
+  std::printf("%-6s %-11s %10.2f %10.2f %10.2f %12.2f %12.2f\n", round, kind, f.mean_ms, f.worst_ms, f.cpu_mean_ms,
+              f.prepare_mean_ms, f.prepare_worst_ms);
 }
 
 }  // namespace
@@ -113,11 +122,13 @@ int main() {
   pthread_atfork(&prepare_begins, nullptr, nullptr);
   std::printf("fork() latency, %d threads calling, 10 forks a round, %u CPUs\n", threads,
               std::thread::hardware_concurrency());
-  std::printf("%-6s %-11s %10s %10s %12s %12s\n", "round", "kind", "mean ms", "worst ms", "prepare mean", "prepare worst");
+  std::printf("%-6s %-11s %10s %10s %10s %12s %12s\n", "round", "kind", "mean ms", "worst ms", "cpu ms", "prepare mean",
+              "prepare worst");
   figures pool_all, mutex_all;
   const auto add = [rounds](figures& all, const figures& f) {
     all.mean_ms += f.mean_ms / rounds;
     all.worst_ms = std::max(all.worst_ms, f.worst_ms);
+    all.cpu_mean_ms += f.cpu_mean_ms / rounds;
     all.prepare_mean_ms += f.prepare_mean_ms / rounds;
     all.prepare_worst_ms = std::max(all.prepare_worst_ms, f.prepare_worst_ms);
   };

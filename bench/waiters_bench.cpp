@@ -12,18 +12,14 @@
 //                                (set_cap on each gate, which grants and posts), one iteration
 //   waiters.one_gate/W           the same for W waits on one gate
 // The last two report queue_ms and admit_ms as counters (the time is their sum).
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <fstream>
-#include <string>
 #include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "../lib/parking.hpp"
+#include "../test/threads.hpp"
 #include "bench_main.hpp"
 #include "sluice/asio.hpp"
 
@@ -62,16 +58,6 @@ sluice::gate& neighbour_of(const sluice::gate& g, std::vector<std::unique_ptr<sl
   return *keep.back();
 }
 
-// Whether the kernel reports thread `tid` of this process asleep ('S'): a thread inside admit()
-// sleeps only in the parking spot's wait, so once it is asleep there, a note_done must wake it.
-bool asleep(long tid) {
-  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const auto end = line.rfind(')');  // the state follows the command's name
-  return end != std::string::npos && end + 2 < line.size() && line[end + 2] == 'S';
-}
-
 // M waits on a full gate `a`, queued on an io_context that is never run.
 void queue_waits(sluice::gate& a, asio::io_context& io, long m) {
   for (long i = 0; i < m; ++i) {
@@ -94,7 +80,7 @@ void wake_beside(benchmark::State& state) {
   std::atomic<int> go{0}, rounds{0}, back{0};
   std::atomic<long> tid{0};
   std::thread sleeper([&] {
-    tid.store(syscall(SYS_gettid));
+    tid.store(sluice_test::this_tid());
     for (int round = 1;; ++round) {
       int told = go.load();
       while (told >= 0 && told < round) told = (std::this_thread::yield(), go.load());
@@ -110,7 +96,7 @@ void wake_beside(benchmark::State& state) {
     int round = 0;
     for (auto _ : state) {
       go.store(++round);
-      while (tid.load() == 0 || !asleep(tid.load())) std::this_thread::yield();  // parked in admit()
+      while (tid.load() == 0 || !sluice_test::asleep(tid.load())) std::this_thread::yield();  // parked in admit(): a note_done must wake it
       timed.time([&] { d.note_done(); });
       while (rounds.load() < round) std::this_thread::yield();
       back.store(round);

@@ -15,21 +15,29 @@ struct fork_registry {
   static constinit inline fork_aware* head = nullptr;
   static inline pthread_once_t handlers = PTHREAD_ONCE_INIT;
 
+  // this_thread_forks(); initial-exec, as the library's other thread-locals are
+  static constinit inline thread_local bool forks_here __attribute__((tls_model("initial-exec"))) = false;
+
   static void install() noexcept { pthread_atfork(&prepare, &parent, &child); }
 
   static void prepare() noexcept {
     mutex.lock();
+    forks_here = true;
     for (fork_aware* o = head; o != nullptr; o = o->next_) o->lock_for_fork();
   }
   static void parent() noexcept {
     for (fork_aware* o = head; o != nullptr; o = o->next_) o->unlock_in_parent();
+    forks_here = false;
     mutex.unlock();
   }
   static void child() noexcept {
     for (fork_aware* o = head; o != nullptr; o = o->next_) o->unlock_in_child();
+    forks_here = false;
     mutex.unlock();
   }
 };
+
+bool this_thread_forks() noexcept { return fork_registry::forks_here; }
 
 void fork_aware::join(bool first) noexcept {
   pthread_once(&fork_registry::handlers, &fork_registry::install);

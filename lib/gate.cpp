@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cpu_relax.hpp"
 #include "parking.hpp"
 
 namespace sluice {
@@ -266,23 +267,13 @@ void gate::admit() {
   if (!try_admit()) wait_admit(std::chrono::steady_clock::time_point::max());
 }
 
-namespace {
-void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-}  // namespace
-
 bool gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
   // Room often comes within a few hundred nanoseconds (another thread's note_done), far sooner
   // than a sleep and a wake-up in the kernel take: try a while first, as std::counting_semaphore
   // does, pausing, then yielding the core.
   for (int i = 0; i < 32; ++i) {
     if (i < 16) {
-      cpu_relax();
+      detail::cpu_relax();
     } else {
       std::this_thread::yield();  // may be long on a busy machine: mind the deadline
       if (std::chrono::steady_clock::now() >= deadline) return try_admit();

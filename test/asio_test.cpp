@@ -6,13 +6,11 @@
 // far beyond what they need, so a lost wake-up fails a check instead of hanging the test.
 #include <pthread.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <functional>
 #include <future>
 #include <memory>
@@ -25,6 +23,7 @@
 #include "../lib/parking.hpp"  // the fairness case holds a gate's parking spot
 #include "doctest.hpp"
 #include "kinds.hpp"
+#include "threads.hpp"
 
 // One body for both Asios: `net` is the Asio under test, `error_code` its error code. The
 // coroutine cases need its awaitable, which it offers where the compiler and its library agree
@@ -604,17 +603,6 @@ TEST_CASE_TEMPLATE("a context destroyed with an admitted wait still posted gives
 // docs/gate.md, LIFETIME: a gate destroyed with waits queued completes them at once with
 // operation_aborted and an empty permit; nothing of the gate is touched after (ASan watches),
 // and a cancellation emitted after that does nothing.
-namespace {
-// Whether the kernel reports thread `tid` of this process asleep.
-bool asleep(long tid) {
-  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const auto end = line.rfind(')');  // the state follows the command's name
-  return end != std::string::npos && end + 2 < line.size() && line[end + 2] == 'S';
-}
-}  // namespace
-
 // A context shut down while room comes for thousands of its waits: each wait the grant takes is
 // refused by the shut-down context and its admission given back, and the note_done in that
 // grants the next. Discarded in place, each nested one call deeper, and a thread of 256 KiB
@@ -638,10 +626,10 @@ TEST_CASE_TEMPLATE("room for a shut-down context's waits gives each back without
   held.mutex.lock();
   std::atomic<long> tid{0};
   std::thread shut([&] {
-    tid = syscall(SYS_gettid);
+    tid = sluice_test::this_tid();
     io.reset();
   });
-  while (tid.load() == 0 || !asleep(tid.load())) std::this_thread::yield();
+  while (tid.load() == 0 || !sluice_test::asleep(tid.load())) std::this_thread::yield();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, 256 * 1024);

@@ -57,6 +57,20 @@ struct uncached_pool : sluice::pool {
   }
 };
 
+// Whether pool p, of bound `bound` whose classes reach `size` bytes, can be emptied and filled
+// to its bound and emptied again, each counted exactly: what a forked child checks of a pool it
+// inherits from a parent whose other threads were inside it.
+template <class P>
+bool keeps_whole_bound(P& p, std::size_t bound, std::size_t size) {
+  p.trim();
+  bool good = p.retained() == 0;
+  for (std::size_t j = 0; j < bound; ++j) p.retire(sluice::buffer(size));
+  good = good && p.retained() == bound && p.stats().retained_bytes == bound * size;
+  std::size_t answered = 0;
+  while (p.take(size)) ++answered;
+  return good && answered == bound && p.retained() == 0;
+}
+
 // Writes a pattern that depends on every byte's position and on a seed, so that two holders of
 // one buffer, or a frame delivered in the wrong place, cannot go unnoticed.
 inline void fill(std::span<std::byte> bytes, std::uint64_t seed) {

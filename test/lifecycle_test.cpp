@@ -146,14 +146,7 @@ TEST_CASE_TEMPLATE("fork() while other threads are inside the pool: the child ca
       // this case; AddressSanitizer's likewise, as the seats case below says), so a child that
       // allocates may hang for a reason not sluice's. The unsanitized builds check the child.
       if (sluice_test::sanitized) _exit(0);
-      p.trim();
-      bool good = p.retained() == 0;
-      for (std::size_t j = 0; j < bound; ++j) p.retire(buffer(2048));
-      good = good && p.retained() == bound && p.stats().retained_bytes == bound * 2048;
-      std::size_t answered = 0;
-      while (p.take(2048)) ++answered;
-      good = good && answered == bound && p.retained() == 0;
-      _exit(good ? 0 : 1);
+      _exit(sluice_test::keeps_whole_bound(p, bound, 2048) ? 0 : 1);
     }
     ++children;
     int status = 0;

@@ -1,8 +1,13 @@
 // Helpers shared by the concurrent tests.
 #pragma once
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstddef>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,6 +28,20 @@ void run_threads(std::size_t n, Body body) {
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// This thread's kernel id, for asleep().
+inline long this_tid() { return static_cast<long>(syscall(SYS_gettid)); }
+
+// Whether the kernel reports thread `tid` of this process asleep ('S'): blocked in a futex, a
+// read or a sleep. A test that needs another thread to be waiting inside a call (not merely
+// about to enter it) spins on this.
+inline bool asleep(long tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto end = line.rfind(')');  // the state follows the command's name
+  return end != std::string::npos && end + 2 < line.size() && line[end + 2] == 'S';
 }
 
 // Keeps the running maximum of the values it is shown.

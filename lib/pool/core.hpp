@@ -33,6 +33,7 @@
 
 #include <sched.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -64,14 +65,22 @@ inline bool trimming_in(std::uint64_t state) noexcept { return (state & trims_ma
 struct counters {
   detail::atomic<std::uint64_t> hits{0}, misses{0}, retired{0}, dropped{0}, bytes_in{0}, bytes_out{0};
 
+  static constexpr auto fields() noexcept {
+    return std::array{&counters::hits, &counters::misses, &counters::retired, &counters::dropped,
+                      &counters::bytes_in, &counters::bytes_out};
+  }
+
   // Adds these counts to `into`, whose one writer is the caller.
   void fold_into(counters& into) const noexcept {
-    for (auto field : {&counters::hits, &counters::misses, &counters::retired, &counters::dropped,
-                       &counters::bytes_in, &counters::bytes_out}) {
+    for (auto field : fields()) {
       auto& a = into.*field;
       a.store(a.load(std::memory_order_relaxed) + (this->*field).load(std::memory_order_relaxed),
               std::memory_order_relaxed);
     }
+  }
+  // Zero, by their one writer.
+  void clear() noexcept {
+    for (auto field : fields()) (this->*field).store(0, std::memory_order_relaxed);
   }
 };
 
@@ -125,6 +134,10 @@ struct cache {
 
   // Adds what this cache did to `into`: its counters, and what its magazines derive.
   void tally(counters& into) const noexcept;
+  // Adds its counts to `into` (tally) and forgets what it holds, buffers, places and slots,
+  // without freeing any: a forked child's CPU cache that a call of the parent held at the fork,
+  // which may have left it half changed (adopt_after_fork).
+  void forget(counters& into) noexcept;
   // Places its magazines hold without a buffer, and its loose ones.
   std::size_t spare_places() const noexcept;
 
@@ -150,9 +163,12 @@ struct cache {
   // value to move on (see (P) and (R) in pool.cpp). Its user writes; trim reads it, first under
   // admin_mutex, then, while it waits, without it but holding a pin.
   detail::atomic<std::uint32_t> publishing{0};
-  // A CPU cache's lock, taken with try_lock() by each call that uses it; trim and a fork wait
-  // for it (lock()).
+  // A CPU cache's lock, taken with try_lock() by each call that uses it; trim waits for it, and
+  // a fork's prepare spins for it a moment (hold_cpu_caches).
   detail::atomic<bool> in_use{false};
+  // Whether the fork in progress holds the lock: the forking thread's alone, from its prepare to
+  // its parent's or child's handler.
+  bool fork_holds = false;
   counters counts;
   cache* prev = nullptr;                // the core's registry, under admin_mutex
   cache* next = nullptr;
@@ -219,15 +235,21 @@ struct pool_core final : fork_aware {
   // The CPU caches, cpus.count of them; each is also in the registry. ~pool empties them, and
   // they go with the control block (a fork may still lock them until then).
   std::unique_ptr<std::unique_ptr<detail::cache>[]> cpu_caches;
-  // (L3) Raised by a fork's prepare while it gathers the CPU caches' locks: a call that sees it
-  // leaves the CPU caches alone, as one that sees a trim does, so that the fork waits only for
-  // the calls that held one as it began (cpu_caches.cpp). Relaxed: it orders nothing (the caches'
-  // locks do, L1 and L2); it bounds the fork's wait once its store reaches the callers.
+  // Held by a fork from the start of its prepare to its parent's or child's handler. A call that
+  // sees `forking` as it begins waits on it for the fork to end (wait_out_fork), as mutex_pool's
+  // and malloc's calls do: else, on a loaded machine, the forking thread waits for a CPU behind
+  // every caller (FORK in docs/pool.md). Nothing is held while a call takes it.
+  detail::mutex fork_mutex;
+  // (L3) Raised by a fork's prepare, under fork_mutex, until its parent's or child's handler: a
+  // call that sees it leaves the CPU caches alone, as one that sees a trim does, so that only a
+  // call already in flight holds one (cpu_caches.cpp), and one that sees it as it begins waits on
+  // fork_mutex. Relaxed: it orders nothing (the caches' locks and fork_mutex do); a call that
+  // misses it finds a cache held by the fork, or holds one that the fork leaves to it, and goes on.
   detail::atomic<bool> forking{false};
 
-  // Guards what follows, and every cache's fields for others than its user. Lock order: a CPU
-  // cache's lock (trim and fork wait for it; calls only try it), then admin_mutex, then
-  // shelf_mutex, then orphan_mutex. No take or retire holds admin_mutex but a thread's first
+  // Guards what follows, and every cache's fields for others than its user. Lock order:
+  // fork_mutex, then a CPU cache's lock (trim waits for it; calls only try it), then admin_mutex,
+  // then shelf_mutex, then orphan_mutex. No take or retire holds admin_mutex but a thread's first
   // (its cache's enrolment), and nobody waits for a take or retire while holding it.
   detail::mutex admin_mutex;
   // Held by a thread that has no cache while it pushes a buffer onto a stack (it has no flag to
@@ -327,10 +349,16 @@ std::uint32_t borrow_from_cpu_caches(caller& k, std::uint32_t n) noexcept;
 // progress has let it go, or already held: a forked child's): trim, after its stamp, so that what
 // they hold from before it is freed now (no thread of theirs has a next call to wait for).
 void catch_up_cpu_caches(pool_core& c, bool held = false) noexcept;
-// A fork's prepare: raises `forking` and takes every CPU cache's lock, waiting for the calls that
-// hold one; and, in the parent or the child, lets them go and lowers it.
+// A fork's prepare, once `forking` is raised: takes each CPU cache's lock that a call in flight
+// lets go within a short spin (fork_holds), leaving the others to their holders; and, in the
+// parent or the child, lets them go. In the child, first: the caches it left, forgotten
+// (cache::forget into `departed`) and taken over, so that the child's handler holds them all.
 void hold_cpu_caches(pool_core& c) noexcept;
+void take_over_cpu_caches(pool_core& c) noexcept;
 void let_go_cpu_caches(pool_core& c) noexcept;
+// At the start of a call (nothing held): while a fork is in progress, waits for its end, unless
+// this thread is the one forking.
+void wait_out_fork(pool_core& c) noexcept;
 
 // ---- a cache's state (pool/pool.cpp) ------------------------------------------------------------
 

@@ -8,10 +8,13 @@
 // CPU take turns, so the lock is almost always free and its cache line stays on that CPU: a call
 // costs one atomic exchange on a line no other core wants. A call that finds the cache in use (its
 // holder was preempted, or migrated while holding it) does not wait: it goes to the shared stacks,
-// which keeps take and retire lock-free. trim and a fork wait for a holder to let go; and neither
-// waits for a call that starts after it: a call that sees a trim running (may_use) or a fork
-// gathering the caches (L3) leaves them alone, and one that learns of either only once it holds one
-// lets it go at once. There are as many caches as CPUs the process may run on, at most a quarter of
+// which keeps take and retire lock-free. trim waits for a holder to let go, but not for a call
+// that starts after it: a call that sees a trim running (may_use) or a fork gathering the caches
+// (L3) leaves them alone, and one that learns of either only once it holds one lets it go at once.
+// A fork waits for no holder beyond a short spin: a cache still held then (its holder preempted,
+// as it mostly is on a loaded machine, where it would run again only after every other runnable
+// thread) stays with its call in the parent, and the child, where that call does not exist,
+// forgets what the cache held (FORK in docs/pool.md). There are as many caches as CPUs the process may run on, at most a quarter of
 // the bound's worth (map_this_process), each allowed CPU with its own while there are enough.
 //
 // A CPU cache has no thread whose next call would see a trim, so trim brings each one up to date
@@ -30,6 +33,7 @@
 #include <memory>
 #include <thread>
 
+#include "../cpu_relax.hpp"
 #include "core.hpp"
 
 namespace sluice::detail {
@@ -40,9 +44,6 @@ using core = pool_core;
 
 bool try_hold(cache& cc) noexcept { return !cc.in_use.exchange(true, std::memory_order_acquire); }  // (L1)
 void let_go(cache& cc) noexcept { cc.in_use.store(false, std::memory_order_release); }              // (L2)
-void hold(cache& cc) noexcept {
-  while (!try_hold(cc)) std::this_thread::yield();
-}
 
 bool forking(const core& c) noexcept { return c.forking.load(std::memory_order_relaxed); }  // (L3)
 
@@ -124,9 +125,9 @@ std::uint32_t borrow_from_cpu_caches(caller& k, std::uint32_t n) noexcept {
 void catch_up_cpu_caches(core& c, bool held) noexcept {
   for (std::uint32_t i = 0; i < c.cpus.count; ++i) {
     cache& cc = *c.cpu_caches[i];
-    // A fork in progress goes first: it waits for this trim only while the trim holds a cache.
+    // A fork in progress goes first: it takes no cache this trim holds.
     if (!held) {
-      while (forking(c) || !try_hold(cc)) std::this_thread::yield();
+      while (forking(c) || !try_hold(cc)) forking(c) ? wait_out_fork(c) : std::this_thread::yield();
     }
     bring_up_to_date(c, cc);
     if (!held) let_go(cc);
@@ -134,13 +135,44 @@ void catch_up_cpu_caches(core& c, bool held) noexcept {
 }
 
 void hold_cpu_caches(core& c) noexcept {
-  c.forking.store(true, std::memory_order_relaxed);  // (L3)
-  for (std::uint32_t i = 0; i < c.cpus.count; ++i) hold(*c.cpu_caches[i]);
+  // Once the calls see `forking`, only a call already in flight holds a cache, and one that runs
+  // lets go within a few microseconds at most (a batch's move).
+  constexpr int spins = 256;
+  std::uint32_t missing = c.cpus.count;
+  for (int spin = 0; missing > 0 && spin < spins; ++spin) {
+    if (spin > 0) cpu_relax();
+    for (std::uint32_t i = 0; i < c.cpus.count; ++i) {
+      cache& cc = *c.cpu_caches[i];
+      if (!cc.fork_holds && try_hold(cc)) {
+        cc.fork_holds = true;
+        --missing;
+      }
+    }
+  }
+}
+
+void take_over_cpu_caches(core& c) noexcept {
+  for (std::uint32_t i = 0; i < c.cpus.count; ++i) {
+    cache& cc = *c.cpu_caches[i];
+    if (cc.fork_holds) continue;
+    cc.forget(c.departed);  // its holder's call is the parent's
+    cc.fork_holds = true;   // its lock, raised by that call, is this thread's now
+  }
 }
 
 void let_go_cpu_caches(core& c) noexcept {
-  for (std::uint32_t i = 0; i < c.cpus.count; ++i) let_go(*c.cpu_caches[i]);
-  c.forking.store(false, std::memory_order_relaxed);  // (L3)
+  for (std::uint32_t i = 0; i < c.cpus.count; ++i) {
+    cache& cc = *c.cpu_caches[i];
+    if (!cc.fork_holds) continue;
+    cc.fork_holds = false;
+    let_go(cc);
+  }
+}
+
+void wait_out_fork(core& c) noexcept {
+  if (forking(c) && !this_thread_forks()) {
+    const std::lock_guard wait(c.fork_mutex);
+  }
 }
 
 cpu_map map_cpus(const cpu_set_t* allowed, std::size_t bytes, std::uint32_t most) {

@@ -12,6 +12,10 @@
 
 namespace sluice::detail {
 
+// Whether this thread is running the fork handlers, from the prepare to the parent's or child's:
+// a call it makes meanwhile (from another library's handler) must not wait for the fork.
+bool this_thread_forks() noexcept;
+
 class fork_aware {
  public:
   fork_aware(const fork_aware&) = delete;

@@ -298,6 +298,7 @@ void refill(caller& k, std::size_t cls, magazine& m) noexcept {
 // another thread reaches this thread at a later call. The buffers it must not keep meanwhile
 // are covered by the handshake (P).
 caller enter(core& c) noexcept {
+  detail::wait_out_fork(c);
   cache* tc = detail::cache_of_this_thread(c, /*make=*/true);
   if (tc == nullptr) return {c, nullptr, c.state.load(std::memory_order_acquire)};  // (F')
   if (!tc->caching && c.seats.load(std::memory_order_relaxed) < c.thread_caches_max) detail::take_seat(*tc);
@@ -466,9 +467,9 @@ void retire_any(core& c, held h) noexcept {
 // and whatever calls they had in flight. Their caches are let go without freeing their buffers:
 // a thread stopped inside a call may have left a magazine's count one ahead of its items, so
 // freeing could free a buffer its owner had answered; that memory stays allocated in the child,
-// as jemalloc's and mimalloc's other threads' caches do. The CPU caches stay whole (the fork
-// waited for their calls in flight). The bound's count and retained_bytes are then made exact
-// again from what the child can reach.
+// as jemalloc's and mimalloc's other threads' caches do. So are the CPU caches that such a call
+// held at the fork (take_over_cpu_caches has forgotten them); the others are whole. The bound's
+// count and retained_bytes are then made exact again from what the child can reach.
 void adopt_after_fork(core& c) noexcept {
   const cache* mine = detail::own_cache_after_fork(c);
   for (cache* tc = c.registry; tc != nullptr;) {
@@ -642,6 +643,20 @@ void cache::tally(counters& into) const noexcept {
       std::memory_order_acquire);  // pairs with install()'s release: the magazine's capacity
 }
 
+void cache::forget(counters& into) noexcept {
+  tally(into);
+  counts.clear();
+  for_each_magazine([](std::size_t, magazine& m) {
+    for (auto field : {&magazine::count, &magazine::owned, &magazine::takes, &magazine::retires}) {
+      (m.*field).store(0, std::memory_order_relaxed);
+    }
+  });
+  places = 0;
+  loose.store(0, std::memory_order_relaxed);
+  free_slots = {};
+  publishing.store(0, std::memory_order_relaxed);  // its holder's flag: no trim of the child waits for it
+}
+
 std::size_t cache::spare_places() const noexcept {
   std::size_t spare = loose.load(std::memory_order_relaxed);
   for_each_magazine(
@@ -686,11 +701,15 @@ detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t
 
 detail::pool_core::~pool_core() { leave(); }
 
-// Lock order: the CPU caches (whose users may take shelf_mutex while they hold one), then
-// admin_mutex, then shelf_mutex, then orphan_mutex.
+// Lock order: fork_mutex, the CPU caches (whose users may take shelf_mutex while they hold one),
+// then admin_mutex, then shelf_mutex, then orphan_mutex. Under admin_mutex, while the pool lives,
+// a fresh stamp makes every seated thread's next call miss inline, see `forking` and wait.
 void detail::pool_core::lock_for_fork() noexcept {
+  fork_mutex.lock();
+  forking.store(true, std::memory_order_relaxed);  // (L3)
   detail::hold_cpu_caches(*this);
   admin_mutex.lock();
+  if (alive.load(std::memory_order_relaxed)) restamp(*this, [](std::uint64_t w) { return w; }, std::memory_order_relaxed);
   shelf_mutex.lock();
   orphan_mutex.lock();
 }
@@ -700,14 +719,19 @@ void detail::pool_core::unlock_in_parent() noexcept {
   shelf_mutex.unlock();
   admin_mutex.unlock();
   detail::let_go_cpu_caches(*this);
+  forking.store(false, std::memory_order_relaxed);  // (L3)
+  fork_mutex.unlock();
 }
 
 void detail::pool_core::unlock_in_child() noexcept {
+  detail::take_over_cpu_caches(*this);
   if (alive.load(std::memory_order_relaxed)) adopt_after_fork(*this);
   orphan_mutex.unlock();
   shelf_mutex.unlock();
   admin_mutex.unlock();
   detail::let_go_cpu_caches(*this);
+  forking.store(false, std::memory_order_relaxed);  // (L3)
+  fork_mutex.unlock();
 }
 
 // ---- the public calls ---------------------------------------------------------------------------

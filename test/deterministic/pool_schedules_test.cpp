@@ -5,6 +5,10 @@
 //
 // A thread's exit is driven by calling what its thread_local destructor calls
 // (sluice::detail::release_thread_caches), so that it runs under the scheduler too.
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
@@ -33,6 +37,10 @@ using sluice_test::det::seeds;
 namespace {
 
 void exit_thread() { sluice::detail::release_thread_caches(); }
+
+// A forked child has no scheduler: its one thread leaves it before sluice's child handlers run
+// (registered at static initialisation, before any pool registers sluice's, so run first).
+const bool child_detaches = pthread_atfork(nullptr, nullptr, [] { scheduler::detach(); }) == 0;
 
 // Logical time at call boundaries. One scheduled thread runs at a time and the scheduler's own
 // mutex orders every switch, so a plain counter is exact: a call's span [begin, end] holds every
@@ -436,7 +444,7 @@ TEST_CASE("take, retire and a pmr deallocate complete while another thread holds
   MESSAGE("G stopped at " << stops << " switch points of stats and trim; H finished every time");
 }
 
-// G stopped at its k-th switch point once `armed` is set, while a trim may wait for it: T runs
+// G stopped at its k-th switch point once `armed` is set, while a trim (or a fork) may wait for it: T runs
 // alone first (`lead` steps, more than a whole trim takes: one that has not returned by then waits
 // for G), then the others in turn, T at one step in eight (it may only spin), until enough()
 // holds, or a budget of their steps runs out (`stuck`: they cannot finish without G). Then G runs
@@ -537,5 +545,59 @@ TEST_CASE("a call stopped anywhere inside a take or retire holds up a trim, and 
     CHECK(held_up > 0);  // the case did hold a trim up
     MESSAGE(std::string(seated ? "seated" : "through a CPU cache") << ": G stopped at " << stops << " switch points, "
             << held_up << " of them holding up a trim (" << steps << " steps); stats, retained, set_enabled(true), a first call and an exit finished every time");
+  }
+}
+
+TEST_CASE("a fork while a call is stopped anywhere inside a take or retire waits for none, and the child has the whole bound") {
+  // docs/pool.md FORK. G's takes and retires as above, G stopped at each of their switch points in
+  // turn; F then forks (a real fork: its child is a process of its own, detached from the
+  // scheduler). F's prepare must return without G running again (until issue 31's last change it
+  // waited for the CPU cache G held), and the child, where G's call does not exist, must trim,
+  // keep the whole bound and count it exactly: G's cache (seated) or the CPU cache G held lost to
+  // it, what they held allocated but uncounted.
+  REQUIRE(child_detaches);
+  for (const bool seated : {true, false}) {
+    CAPTURE(seated);
+    std::uint64_t forks = 0, steps = 0;
+    for (std::uint64_t k = 1;; ++k) {
+      CAPTURE(k);
+      sluice::pool p{pool_options{.bound = 64, .ceiling = 64}};
+      std::optional<seat_holders> holders;
+      if (!seated) holders.emplace(p, 4);
+      bool armed = false, g_done = false, f_done = false;
+      int status = -1;
+      stop_under_trim stop{0, 1, k, armed, [&] { return f_done; }};
+      steps += scheduler::run(
+          {[&] {
+             (void)p.take(1);  // its first call (an enrolment, under admin_mutex): not measured
+             armed = true;
+             for (int i = 0; i < 5; ++i) p.retire(buffer(64));
+             for (int i = 0; i < 5; ++i) (void)p.take(64);
+             armed = false;
+             g_done = true;
+             exit_thread();
+           },
+           [&] {
+             scheduler::wait_until([&] { return stop.stopped || g_done; });
+             const pid_t pid = fork();
+             if (pid == 0) {
+               alarm(10);  // a hang ends the child by SIGALRM
+               _exit(sluice_test::keeps_whole_bound(p, 64, 64) ? 0 : 1);
+             }
+             if (pid > 0) waitpid(pid, &status, 0);
+             f_done = true;
+           }},
+          [&](const moment& m) { return stop.pick(m); });
+      REQUIRE_FALSE(stop.stuck);
+      if (!stop.reached) break;
+      ++forks;
+      CHECK(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) == 0);
+      p.trim();
+      CHECK(p.retained() == 0);
+    }
+    CHECK(forks > 0);
+    MESSAGE(std::string(seated ? "seated" : "through a CPU cache") << ": G stopped at " << forks
+            << " switch points, a fork and a whole child each time (" << steps << " steps)");
   }
 }
