@@ -149,3 +149,36 @@ TEST_CASE("a pool call that begins during a fork waits for it; the forking threa
     for (auto& t : holders) t.join();
   }
 }
+
+// docs/pool.md FORK. A library whose own fork handler runs after sluice's takes a lock M that a
+// worker holds while it calls the pool: the worker's call, which sees the fork, must not wait
+// for the fork's end without bound, or neither ends. (The first version of the wait, on a mutex
+// the fork held, hung here every time: found by the review of issue 31.)
+TEST_CASE("a pool call that waits for a fork does not hold up another fork handler that waits for its thread") {
+  REQUIRE(hooked);
+  sluice::pool p{sluice::pool_options{.bound = 64}};
+  std::mutex m;
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> calls{0};
+  std::thread worker([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      const std::lock_guard lock(m);
+      p.retire(p.acquire(64));
+      calls.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  while (calls.load() < 1000) std::this_thread::yield();
+  in_prepare = [&] { const std::lock_guard lock(m); };  // the other library's prepare
+  int forks = 0;
+  for (int i = 0; i < 20; ++i) {
+    const pid_t pid = fork();  // hangs for good if the worker's wait has no bound
+    REQUIRE(pid >= 0);
+    if (pid == 0) _exit(0);
+    CHECK(status_of(pid) == 0);
+    ++forks;
+  }
+  in_prepare = nullptr;
+  stop.store(true);
+  worker.join();
+  CHECK(forks == 20);
+}

@@ -34,6 +34,7 @@
 #include <sched.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -235,21 +236,20 @@ struct pool_core final : fork_aware {
   // The CPU caches, cpus.count of them; each is also in the registry. ~pool empties them, and
   // they go with the control block (a fork may still lock them until then).
   std::unique_ptr<std::unique_ptr<detail::cache>[]> cpu_caches;
-  // Held by a fork from the start of its prepare to its parent's or child's handler. A call that
-  // sees `forking` as it begins waits on it for the fork to end (wait_out_fork), as mutex_pool's
-  // and malloc's calls do: else, on a loaded machine, the forking thread waits for a CPU behind
-  // every caller (FORK in docs/pool.md). Nothing is held while a call takes it.
-  detail::mutex fork_mutex;
-  // (L3) Raised by a fork's prepare, under fork_mutex, until its parent's or child's handler: a
-  // call that sees it leaves the CPU caches alone, as one that sees a trim does, so that only a
-  // call already in flight holds one (cpu_caches.cpp), and one that sees it as it begins waits on
-  // fork_mutex. Relaxed: it orders nothing (the caches' locks and fork_mutex do); a call that
-  // misses it finds a cache held by the fork, or holds one that the fork leaves to it, and goes on.
-  detail::atomic<bool> forking{false};
+  // (L3) 1 from a fork's prepare to its parent's or child's handler. A call that sees it leaves
+  // the CPU caches alone, as one that sees a trim does, so that only a call already in flight
+  // holds one (cpu_caches.cpp); and one that sees it as it begins sleeps on it (a futex) until the
+  // handler lowers it and wakes the sleepers, for at most fork_wait_bound (wait_out_fork), as
+  // mutex_pool's and malloc's calls wait for a fork: else, on a loaded machine, the forking
+  // thread waits for a CPU behind every caller (FORK in docs/pool.md). Relaxed: it orders
+  // nothing (the caches' locks do); a call that misses it finds a cache held by the fork, or
+  // holds one that the fork leaves to it, and goes on. A plain std::atomic, outside the model
+  // checkers' seam, for the futex; they model no fork.
+  std::atomic<std::uint32_t> forking{0};
 
-  // Guards what follows, and every cache's fields for others than its user. Lock order:
-  // fork_mutex, then a CPU cache's lock (trim waits for it; calls only try it), then admin_mutex,
-  // then shelf_mutex, then orphan_mutex. No take or retire holds admin_mutex but a thread's first
+  // Guards what follows, and every cache's fields for others than its user. Lock order: a CPU
+  // cache's lock (trim waits for it; calls only try it), then admin_mutex, then shelf_mutex, then
+  // orphan_mutex. No take or retire holds admin_mutex but a thread's first
   // (its cache's enrolment), and nobody waits for a take or retire while holding it.
   detail::mutex admin_mutex;
   // Held by a thread that has no cache while it pushes a buffer onto a stack (it has no flag to
@@ -356,9 +356,13 @@ void catch_up_cpu_caches(pool_core& c, bool held = false) noexcept;
 void hold_cpu_caches(pool_core& c) noexcept;
 void take_over_cpu_caches(pool_core& c) noexcept;
 void let_go_cpu_caches(pool_core& c) noexcept;
-// At the start of a call (nothing held): while a fork is in progress, waits for its end, unless
-// this thread is the one forking.
+// At the start of a call (nothing held): while a fork is in progress, sleeps until its end, for
+// at most fork_wait_bound, unless this thread is the one forking. Bounded, because another
+// library's fork handler may wait for this very thread (a lock it holds while it calls the pool),
+// and the call is correct without the wait. In the handlers, lower_fork_flag ends the sleeps.
+inline constexpr long fork_wait_bound_ns = 100'000'000;
 void wait_out_fork(pool_core& c) noexcept;
+void lower_fork_flag(pool_core& c) noexcept;
 
 // ---- a cache's state (pool/pool.cpp) ------------------------------------------------------------
 

@@ -25,11 +25,15 @@
 // (L1) try_hold's exchange is an acquire and (L2) let_go's store a release: each holder sees
 // everything the previous holder did to the cache (plain fields included), as a mutex orders
 // them. (L3) the fork's flag, pool_core::forking, relaxed: see core.hpp.
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <memory>
 #include <thread>
 
@@ -45,7 +49,7 @@ using core = pool_core;
 bool try_hold(cache& cc) noexcept { return !cc.in_use.exchange(true, std::memory_order_acquire); }  // (L1)
 void let_go(cache& cc) noexcept { cc.in_use.store(false, std::memory_order_release); }              // (L2)
 
-bool forking(const core& c) noexcept { return c.forking.load(std::memory_order_relaxed); }  // (L3)
+bool forking(const core& c) noexcept { return c.forking.load(std::memory_order_relaxed) != 0; }  // (L3)
 
 // The CPU cache for the CPU the calling thread runs on now (it may move at any moment: the lock,
 // not the CPU, keeps the cache to one call at a time).
@@ -170,9 +174,14 @@ void let_go_cpu_caches(core& c) noexcept {
 }
 
 void wait_out_fork(core& c) noexcept {
-  if (forking(c) && !this_thread_forks()) {
-    const std::lock_guard wait(c.fork_mutex);
-  }
+  if (!forking(c) || this_thread_forks()) return;
+  const timespec bound{0, fork_wait_bound_ns};
+  syscall(SYS_futex, &c.forking, FUTEX_WAIT_PRIVATE, 1, &bound, nullptr, 0);  // returns at once if lowered
+}
+
+void lower_fork_flag(core& c) noexcept {
+  c.forking.store(0, std::memory_order_relaxed);  // (L3)
+  syscall(SYS_futex, &c.forking, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
 }
 
 cpu_map map_cpus(const cpu_set_t* allowed, std::size_t bytes, std::uint32_t most) {

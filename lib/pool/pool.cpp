@@ -701,12 +701,11 @@ detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t
 
 detail::pool_core::~pool_core() { leave(); }
 
-// Lock order: fork_mutex, the CPU caches (whose users may take shelf_mutex while they hold one),
-// then admin_mutex, then shelf_mutex, then orphan_mutex. Under admin_mutex, while the pool lives,
-// a fresh stamp makes every seated thread's next call miss inline, see `forking` and wait.
+// Lock order: the CPU caches (whose users may take shelf_mutex while they hold one), then
+// admin_mutex, then shelf_mutex, then orphan_mutex. Under admin_mutex, while the pool lives, a
+// fresh stamp makes every seated thread's next call miss inline, see `forking` and wait.
 void detail::pool_core::lock_for_fork() noexcept {
-  fork_mutex.lock();
-  forking.store(true, std::memory_order_relaxed);  // (L3)
+  forking.store(1, std::memory_order_relaxed);  // (L3)
   detail::hold_cpu_caches(*this);
   admin_mutex.lock();
   if (alive.load(std::memory_order_relaxed)) restamp(*this, [](std::uint64_t w) { return w; }, std::memory_order_relaxed);
@@ -719,8 +718,7 @@ void detail::pool_core::unlock_in_parent() noexcept {
   shelf_mutex.unlock();
   admin_mutex.unlock();
   detail::let_go_cpu_caches(*this);
-  forking.store(false, std::memory_order_relaxed);  // (L3)
-  fork_mutex.unlock();
+  detail::lower_fork_flag(*this);
 }
 
 void detail::pool_core::unlock_in_child() noexcept {
@@ -730,8 +728,7 @@ void detail::pool_core::unlock_in_child() noexcept {
   shelf_mutex.unlock();
   admin_mutex.unlock();
   detail::let_go_cpu_caches(*this);
-  forking.store(false, std::memory_order_relaxed);  // (L3)
-  fork_mutex.unlock();
+  detail::lower_fork_flag(*this);
 }
 
 // ---- the public calls ---------------------------------------------------------------------------
