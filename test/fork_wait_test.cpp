@@ -161,8 +161,9 @@ TEST_CASE("a pool call that waits for a fork does not hold up another fork handl
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> calls{0};
   std::thread worker([&] {
+    p.retire(p.acquire(64));  // its first call (an enrolment, under the pool's admin mutex) not under M
     while (!stop.load(std::memory_order_relaxed)) {
-      const std::lock_guard lock(m);
+      const std::lock_guard lock(m);  // then M: a seated call of a cached class, which takes no mutex
       p.retire(p.acquire(64));
       calls.fetch_add(1, std::memory_order_relaxed);
     }
