@@ -240,7 +240,7 @@ struct pool_core final : fork_aware {
   // the CPU caches alone, as one that sees a trim does, so that only a call already in flight
   // holds one (cpu_caches.cpp); and one that sees it as it begins sleeps on it (a futex) until the
   // handler lowers it and wakes the sleepers, for at most fork_wait_bound (wait_out_fork), as
-  // mutex_pool's and malloc's calls wait for a fork: else, on a loaded machine, the forking
+  // mutex_pool's calls wait for a fork: else, on a loaded machine, the forking
   // thread waits for a CPU behind every caller (FORK in docs/pool.md). Relaxed: it orders
   // nothing (the caches' locks do); a call that misses it finds a cache held by the fork, or
   // holds one that the fork leaves to it, and goes on. A plain std::atomic, outside the model

@@ -643,7 +643,7 @@ void cache::tally(counters& into) const noexcept {
       std::memory_order_acquire);  // pairs with install()'s release: the magazine's capacity
 }
 
-void cache::forget(counters& into) noexcept {
+void cache::forget(counters& into) noexcept {  // in a forked child, its one thread: relaxed throughout
   tally(into);
   counts.clear();
   for_each_magazine([](std::size_t, magazine& m) {
@@ -708,6 +708,8 @@ void detail::pool_core::lock_for_fork() noexcept {
   forking.store(1, std::memory_order_relaxed);  // (L3)
   detail::hold_cpu_caches(*this);
   admin_mutex.lock();
+  // Relaxed: under admin_mutex, which orders `alive` with ~pool; the stamp publishes nothing, it
+  // only makes fronts miss.
   if (alive.load(std::memory_order_relaxed)) restamp(*this, [](std::uint64_t w) { return w; }, std::memory_order_relaxed);
   shelf_mutex.lock();
   orphan_mutex.lock();
