@@ -5,8 +5,9 @@
 #   scripts/deps.sh bench                    the benchmark suite and the allocators it compares with
 set -euo pipefail
 
-# Every build: the compiler, the build tools, doctest, and Python for the scripts.
-packages=(g++ meson ninja-build pkg-config python3 doctest-dev)
+# Every build: the compiler, the build tools, doctest, Python for the scripts, and ccache, which
+# scripts/test.sh puts before every compiler.
+packages=(g++ meson ninja-build pkg-config python3 doctest-dev ccache)
 for word in "$@"; do
   case $word in
     clang | clang-tsan) packages+=(clang libclang-rt-14-dev) ;;
