@@ -40,9 +40,26 @@ if [[ ! -x $bin ]] || [[ $listed != "$(cat "$bin.sources" 2>/dev/null)" ]] ||
    [[ -n $(find include lib test/fuzz/differential.cpp test/fuzz/*.hpp test/fuzz/run.sh -newer "$bin" -type f | head -1) ]]; then
   echo "fuzz_differential: building with $cxx"
   start=$SECONDS
-  "$cxx" -std=c++20 -O1 -gline-tables-only -pthread -Wall -Wextra \
-    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-    -I include "${sources[@]}" -o "$bin.new" >"$work/build.log" 2>&1 ||
+  # Each source compiled on its own, as many at once as there are cores, through ccache where
+  # it is installed (SLUICE_CCACHE=0: not), then linked.
+  flags=(-std=c++20 -O1 -gline-tables-only -pthread -Wall -Wextra
+         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  launcher=()
+  [[ ${SLUICE_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null && launcher=(ccache)
+  rm -rf "$work/obj"
+  mkdir -p "$work/obj"
+  objects=()
+  for s in "${sources[@]}"; do
+    while (($(jobs -rp | wc -l) >= $(nproc))); do wait -n || true; done
+    o=$work/obj/${#objects[@]}.o
+    objects+=("$o")
+    "${launcher[@]}" "$cxx" "${flags[@]}" -I include -c "$s" -o "$o" >"$o.log" 2>&1 &
+  done
+  wait
+  for o in "${objects[@]}"; do
+    [[ -f $o ]] || { cat "$o.log"; echo "fuzz_differential: build failed"; exit 1; }
+  done
+  "$cxx" "${flags[@]}" "${objects[@]}" -o "$bin.new" >"$work/build.log" 2>&1 ||
     { cat "$work/build.log"; echo "fuzz_differential: build failed"; exit 1; }
   mv "$bin.new" "$bin"
   echo "$listed" >"$bin.sources"
