@@ -32,9 +32,12 @@ quiet "$python" -m pip install --no-deps --no-index --target "$work/site" "$whee
 (cd "$work" && quiet env PYTHONPATH="$work/site" "$python" example.py)
 echo "pip installed it, and the README's example runs against it"
 
-quiet "$meson" setup "$work/build" "$work/sluice" --prefix="$work/prefix" -Dpython=enabled \
-  -Dlibrary_install=false -Dtests=disabled -Dexamples=disabled
-quiet "$meson" install -C "$work/build"
+# Configured as meson-python configured the wheel's build (its -D options, pyproject.toml's, and
+# a build folder as deep below the sources, so that every compiler command is the same): ccache,
+# where Meson finds it, then serves this build's objects from the wheel's.
+quiet "$meson" setup "$work/sluice/.install/build" "$work/sluice" --prefix="$work/prefix" -Ddebug=false \
+  -Doptimization=2 -Dpython=enabled -Dlibrary_install=false -Dtests=disabled -Dexamples=disabled
+quiet "$meson" install -C "$work/sluice/.install/build"
 site=$(dirname "$(find "$work/prefix" -name '_sluice*.so')")
 [[ -f $site/__init__.py && $(basename "$site") == sluice ]] || { echo "no package sluice under the prefix"; exit 1; }
 (cd "$work" && quiet env PYTHONPATH="$(dirname "$site")" "$python" example.py)
