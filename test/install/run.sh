@@ -4,7 +4,8 @@
 # project that finds it through pkg-config, one through CMake's find_package(sluice) (with the
 # README's CMake lines), and one through Meson's dependency('sluice') with no fallback (by
 # pkg-config and by CMake); and by the README's meson.build, which takes sluice as a subproject
-# through the README's wrap file, its URL pointed at a local git repository.
+# through the README's wrap file, its URL pointed at a local git repository. The Python module
+# is not built here (python_wheel installs it): it would double each build's time.
 # Usage: run.sh SLUICE_SOURCE_ROOT MESON
 set -euo pipefail
 root=$1 meson=$2
@@ -25,7 +26,7 @@ for kind in shared static; do
   prefix=$work/prefix-$kind
   step "install ($kind) into a scratch prefix"
   quiet "$meson" setup "$work/build-$kind" "$root" --prefix="$prefix" --buildtype=release \
-    -Ddefault_library="$kind" -Dtests=disabled -Dexamples=disabled
+    -Ddefault_library="$kind" -Dtests=disabled -Dexamples=disabled -Dpython=disabled
   quiet "$meson" install -C "$work/build-$kind"
   # Only what users need: include/sluice as it is, with none of the test builds' seams (those
   # live under test/ and come first on those builds' include paths alone).

@@ -2,8 +2,10 @@
 //
 // A history: 3 or 4 worker threads released together by a start barrier, each making 4 to 8
 // calls from a plan drawn beforehand (so that the threads do nothing between calls but record),
-// then one observer thread (the main thread, after every worker has exited) reading what is left.
-// The observer's calls are part of the history, so that effects no worker read are checked too.
+// then one observer thread (the main thread, after every worker has finished) reading what is
+// left. The observer's calls are part of the history, so that effects no worker read are checked
+// too. The workers are new threads where their exit matters (a pool's thread caches), and
+// otherwise threads kept for the whole series (thread_source).
 #pragma once
 
 #include <atomic>
@@ -61,10 +63,12 @@ inline bool keep_going() {
 // so they seldom overlap. Here the threads first sleep until all of them exist (creating them
 // takes longer than any spin should), then meet again spinning with the processor's pause hint,
 // so that those running when the last one arrives leave together; a thread that spins too long
-// sleeps, so that threads still waiting for a processor get one.
+// sleeps, so that threads still waiting for a processor get one. The counters are 32 bits wide:
+// libstdc++ waits on those with a futex on their own address, and on wider ones through a table
+// shared by every atomic, where a notify wakes the waiters of other atomics too.
 class start_line {
  public:
-  explicit start_line(std::size_t n) : n_(n) {}
+  explicit start_line(std::size_t n) : n_(static_cast<std::uint32_t>(n)) {}
 
   void arrive_and_wait() noexcept {
     meet(created_, false);
@@ -72,7 +76,7 @@ class start_line {
   }
 
  private:
-  void meet(std::atomic<std::size_t>& count, bool spin) noexcept {
+  void meet(std::atomic<std::uint32_t>& count, bool spin) noexcept {
     if (count.fetch_add(1) + 1 == n_) {
       count.notify_all();
       return;
@@ -88,7 +92,7 @@ class start_line {
         if (spins % 256 == 0 && std::chrono::steady_clock::now() > until) break;
       }
     }
-    for (std::size_t seen = count.load(); seen < n_; seen = count.load()) count.wait(seen);
+    for (std::uint32_t seen = count.load(); seen < n_; seen = count.load()) count.wait(seen);
   }
 
   static void relax() noexcept {
@@ -99,8 +103,8 @@ class start_line {
 #endif
   }
 
-  std::size_t n_;
-  std::atomic<std::size_t> created_{0}, ready_{0};
+  std::uint32_t n_;
+  std::atomic<std::uint32_t> created_{0}, ready_{0};
 };
 
 // Puts worker i on the i-th processor this process may use (round robin), on Linux when there are
@@ -147,6 +151,88 @@ void run_together(std::size_t n, Body body) {
   }
   for (auto& t : threads) t.join();
 }
+
+// n threads, spread over the processors, kept for a series of histories: run(body) releases
+// them together (a fresh start_line each time, as run_together's) to run body(i), and returns
+// once every one has finished. A new thread costs qemu-user 1.5 to 2.3 ms of CPU and about
+// 280 KB it never gives back, and a series starts thousands.
+class crew {
+ public:
+  explicit crew(std::size_t n) : n_(static_cast<std::uint32_t>(n)) {
+    threads_.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) threads_.emplace_back([this, i] { work(i); });
+  }
+  ~crew() {
+    stop_ = true;
+    release();
+    for (auto& t : threads_) t.join();
+  }
+  crew(const crew&) = delete;
+  crew& operator=(const crew&) = delete;
+
+  void run(const std::function<void(std::size_t)>& body) {
+    start_line start(n_);
+    body_ = &body;
+    start_ = &start;
+    done_.store(0, std::memory_order_relaxed);  // the workers read it only after release()
+    release();
+    // Acquire: pairs with each worker's release below, so that what the bodies wrote (their
+    // histories) is visible here.
+    for (std::uint32_t seen = done_.load(std::memory_order_acquire); seen < n_;
+         seen = done_.load(std::memory_order_acquire)) {
+      done_.wait(seen, std::memory_order_acquire);
+    }
+  }
+
+ private:
+  // Release: publishes body_, start_, done_'s reset and stop_ to the workers' acquire of round_.
+  void release() {
+    round_.fetch_add(1, std::memory_order_release);
+    round_.notify_all();
+  }
+
+  void work(std::size_t i) {
+    spread(i);
+    for (std::uint32_t seen = 0;;) {
+      round_.wait(seen, std::memory_order_acquire);
+      seen = round_.load(std::memory_order_acquire);
+      if (stop_) return;
+      start_->arrive_and_wait();
+      (*body_)(i);
+      // Release: pairs with run()'s acquire; the last one wakes it.
+      if (done_.fetch_add(1, std::memory_order_release) + 1 == n_) done_.notify_one();
+    }
+  }
+
+  std::uint32_t n_;  // 32-bit counters, as start_line's
+  const std::function<void(std::size_t)>* body_ = nullptr;
+  start_line* start_ = nullptr;
+  bool stop_ = false;
+  std::atomic<std::uint32_t> round_{0};  // wraps; a worker waits only for it to differ
+  std::atomic<std::uint32_t> done_{0};
+  std::vector<std::thread> threads_;
+};
+
+// Where a series' histories get their threads: fresh ones for each history (run_together), or
+// crews kept for the series, one for each number of threads asked for. A pool with thread caches
+// needs fresh ones: a thread's exit gives its caches back, and the observer's takes count on it
+// (pool_model.hpp, CACHES). For everything else a crew's threads make the same calls.
+class thread_source {
+ public:
+  explicit thread_source(bool fresh) : fresh_(fresh) {}
+
+  template <class Body>
+  void run(std::size_t n, Body body) {
+    if (fresh_) return run_together(n, body);
+    if (crews_.size() <= n) crews_.resize(n + 1);
+    if (!crews_[n]) crews_[n] = std::make_unique<crew>(n);
+    crews_[n]->run(body);
+  }
+
+ private:
+  bool fresh_;
+  std::vector<std::unique_ptr<crew>> crews_;
+};
 
 // How many calls of different workers overlap in h, pairwise (the observer's never do).
 template <class Call>
@@ -230,6 +316,7 @@ inline gate_call any_gate_call(std::mt19937_64& rng) {
 template <class G>
 tally check_gate_histories(std::size_t count, std::uint64_t seed, const gate_mix& mix = any_gate_call) {
   tally t;
+  thread_source workers(/*fresh=*/false);
   for (std::size_t n = 0; n < count && !t.rejected(); ++n) {
     std::mt19937_64 rng(seed * 0x9E37'79B9 + n);
     const std::size_t threads = 3 + n % 2;
@@ -243,7 +330,7 @@ tally check_gate_histories(std::size_t count, std::uint64_t seed, const gate_mix
     clock clk;
     std::vector<recorder<gate_call>> logs;
     for (std::size_t i = 0; i <= threads; ++i) logs.emplace_back(clk, static_cast<std::uint32_t>(i));
-    run_together(threads, [&](std::size_t i) {
+    workers.run(threads, [&](std::size_t i) {
       for (const gate_call& c : plans[i]) logs[i].run(c, [&](gate_call& k) { perform(g, k); });
     });
     auto& observer = logs[threads];
@@ -330,7 +417,8 @@ struct pool_history {
 // and stats.
 template <class P>
 pool_history record_pool_history(std::mt19937_64& rng, std::uint32_t threads, pool_rules rules,
-                                 bool thread_cache, const pool_maker<P>& make, const pool_mix& mix) {
+                                 bool thread_cache, const pool_maker<P>& make, const pool_mix& mix,
+                                 thread_source& workers) {
   pool_history out;
   rules.bound = (thread_cache ? 64 : 2) + rng() % 3;
   rules.ceiling = pool_ceiling;
@@ -350,13 +438,13 @@ pool_history record_pool_history(std::mt19937_64& rng, std::uint32_t threads, po
 
   const std::unique_ptr<P> p =
       make({.bound = rules.bound, .ceiling = rules.ceiling, .thread_cache = thread_cache});
-  std::thread([&] {
+  workers.run(1, [&](std::size_t) {
     for (const auto& [capacity, id] : prefill) {
       sluice::buffer b(capacity);
       put_mark(b, id);
       p->retire(std::move(b));
     }
-  }).join();
+  });
   if (const std::size_t r = p->retained(); r != prefill.size()) {
     out.setup_failure = "the pool retained " + std::to_string(r) + " of " + std::to_string(prefill.size()) +
                         " buffers retired before the history";
@@ -366,7 +454,7 @@ pool_history record_pool_history(std::mt19937_64& rng, std::uint32_t threads, po
   clock clk;
   std::vector<recorder<pool_call>> logs;
   for (std::uint32_t i = 0; i <= threads; ++i) logs.emplace_back(clk, i);
-  run_together(threads, [&](std::size_t i) {
+  workers.run(threads, [&](std::size_t i) {
     std::vector<sluice::buffer> taken;
     taken.reserve(plans[i].size());
     auto next_id = static_cast<std::uint32_t>(4 + 8 * i);  // marks 4 to 35; 1 to 3 are the prefill's
@@ -445,10 +533,11 @@ tally check_pool_histories(std::size_t count, std::uint64_t seed, pool_rules rul
                            std::optional<pool_rules> strict = std::nullopt) {
   tally t;
   const bool all = keep_going();
+  thread_source workers(/*fresh=*/thread_cache);
   for (std::size_t n = 0; n < count && (all || !t.rejected()); ++n) {
     std::mt19937_64 rng(seed * 0x9E37'79B9 + n);
     const auto threads = static_cast<std::uint32_t>(3 + n % 2);
-    const auto r = record_pool_history<P>(rng, threads, rules, thread_cache, make, mix);
+    const auto r = record_pool_history<P>(rng, threads, rules, thread_cache, make, mix, workers);
     if (!r.setup_failure.empty()) {
       t.failure = r.setup_failure;
       break;
