@@ -337,8 +337,8 @@ TEST_CASE_TEMPLATE("caps outside the packing are clamped by every door, and the 
   CHECK(g.in_flight() == 0);
 }
 
-// The count at its limit: gate_limit - 1 submissions (2^31 calls in all, both gates at once on
-// two threads). Plain builds only; about 45 s there, run as a test of its own (test/meson.build).
+// The count at its limit: gate_limit - 1 submissions on each gate (2^31 calls in all). Unsanitized
+// builds only; about 20 s natively, run as a test of its own (test/meson.build).
 TEST_CASE("note_submitted saturates at gate_limit and the cap survives" * doctest::skip(sanitized)) {
   sluice::gate g{gate_limit};
   sluice::mutex_gate m{gate_limit};

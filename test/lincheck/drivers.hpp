@@ -216,7 +216,10 @@ class crew {
 // Where a series' histories get their threads: fresh ones for each history (run_together), or
 // crews kept for the series, one for each number of threads asked for. A pool with thread caches
 // needs fresh ones: a thread's exit gives its caches back, and the observer's takes count on it
-// (pool_model.hpp, CACHES). For everything else a crew's threads make the same calls.
+// (pool_model.hpp, CACHES). For everything else a crew's threads make the same calls; what
+// changes is that a crew's thread gives up its record of a pool after the pool is gone (at its
+// next enrolment), where a new thread's exit gave it back to the live pool before the observer's
+// calls, a path the thread-cache series still take.
 class thread_source {
  public:
   explicit thread_source(bool fresh) : fresh_(fresh) {}
@@ -411,8 +414,9 @@ struct pool_history {
 };
 
 // Records one history on a fresh pool with bound 2 to 4 (64 to 66 with thread caches, which
-// pools with a bound below 64 do not use) and up to 3 buffers retired beforehand by a thread
-// that then exited (its cache, if any, given back; its retires counted in the initial state).
+// pools with a bound below 64 do not use) and up to 3 buffers retired beforehand by another
+// thread (a new one that then exited, its cache given back, where the pool has thread caches;
+// its retires counted in the initial state).
 // `rules` gets the bound, ceiling and observer filled in. P needs take, retire, retained, trim
 // and stats.
 template <class P>

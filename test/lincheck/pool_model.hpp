@@ -65,7 +65,8 @@ inline std::uint32_t read_mark(const sluice::buffer& b) {
 }
 
 // Fills in each call's context. `observer` is the thread that calls only after every worker has
-// exited; it has no context and is left out of everyone else's.
+// finished (and exited, where the pool has thread caches); it has no context and is left out of
+// everyone else's.
 template <class History>
 void annotate(History& h, std::uint32_t observer) {
   for (std::size_t i = 0; i < h.size(); ++i) {
