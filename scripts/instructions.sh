@@ -10,6 +10,7 @@
 #   pool_acquire        sluice::pool acquire(1024) + retire, a thread-cache hit
 #   pool_runtime_size   sluice::pool take(n) + retire, a thread-cache hit, n = 1024 read from argv
 #                       (the compiler cannot fold the size's class)
+#   pool_acquire_runtime_size  the same with acquire(n)
 #   mutex_pool          sluice::mutex_pool take(1024) + retire
 #   mutex_pool_acquire  sluice::mutex_pool acquire(1024) + retire
 #   pool_resource       sluice::pool_resource allocate(1024, 16) + deallocate, through memory_resource
@@ -21,7 +22,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "${1:-$here}" && pwd)
 n=${2:-100000}
-workloads=(pool pool_acquire pool_runtime_size mutex_pool mutex_pool_acquire pool_resource mutex_pool_resource malloc gate)
+workloads=(pool pool_acquire pool_runtime_size pool_acquire_runtime_size mutex_pool mutex_pool_acquire pool_resource mutex_pool_resource malloc gate)
 
 if ! command -v valgrind >/dev/null; then
   sudo=(); [[ $(id -u) -eq 0 ]] || sudo=(sudo)
@@ -59,12 +60,12 @@ for kind in "${kinds[@]}"; do
 done
 
 echo "instructions per iteration, callgrind, N=$n, release build of $root ($(git -C "$root" describe --always --dirty 2>/dev/null || echo '?'))"
-printf '%-20s %10s %10s\n' workload "${kinds[@]}"
+printf '%-26s %10s %10s\n' workload "${kinds[@]}"
 for w in "${workloads[@]}"; do
   row=()
   for kind in "${kinds[@]}"; do
     row+=("$(awk -v a="${count[$kind,$w,$n]}" -v b="${count[$kind,$w,$((2 * n))]}" -v n="$n" \
              'BEGIN { printf "%.2f", (b - a) / n }')")
   done
-  printf '%-20s %10s %10s\n' "$w" "${row[@]}"
+  printf '%-26s %10s %10s\n' "$w" "${row[@]}"
 done

@@ -67,7 +67,7 @@ int run_gate(long n) {
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: count pool|pool_acquire|pool_runtime_size|mutex_pool|mutex_pool_acquire|pool_resource|mutex_pool_resource|malloc|gate N [SIZE]\n");
+    std::fprintf(stderr, "usage: count pool|pool_acquire|pool_runtime_size|pool_acquire_runtime_size|mutex_pool|mutex_pool_acquire|pool_resource|mutex_pool_resource|malloc|gate N [SIZE]\n");
     return 1;
   }
   const char* w = argv[1];
@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   if (!std::strcmp(w, "pool")) return run_pool<sluice::pool, false>(n);
   if (!std::strcmp(w, "pool_runtime_size")) return run_pool<sluice::pool, false, 0>(n, std::strtoul(argc == 4 ? argv[3] : "1024", nullptr, 10));
   if (!std::strcmp(w, "pool_acquire")) return run_pool<sluice::pool, true>(n);
+  if (!std::strcmp(w, "pool_acquire_runtime_size")) return run_pool<sluice::pool, true, 0>(n, std::strtoul(argc == 4 ? argv[3] : "1024", nullptr, 10));
   if (!std::strcmp(w, "mutex_pool")) return run_pool<sluice::mutex_pool, false>(n);
   if (!std::strcmp(w, "mutex_pool_acquire")) return run_pool<sluice::mutex_pool, true>(n);
   if (!std::strcmp(w, "pool_resource")) return run_resource<sluice::pool_resource>(n);
