@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Where one benchmark cell's CPU time goes: perf samples (cpu-clock, a software event, so that it
+# runs in a VM without hardware counters), each function's share of them, the top 15.
+#
+#   bash scripts/profile.sh EXECUTABLE FILTER [THREADS]
+#     EXECUTABLE  a benchmark of bench/ (pool_bench, alloc_bench_tbb, resource_bench, ...)
+#     FILTER      Google Benchmark's --benchmark_filter, one cell: pool.handoff/pool/threads:8/
+#     THREADS     SLUICE_BENCH_THREADS for the families that read it (default 1,2,4,8)
+# Builds the executable in build-bench (release, as scripts/bench.sh does) if it is missing, and
+# installs linux-perf if perf is. docs/bench/profiles.md shows what it printed, and why.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+(($# >= 2)) || { sed -n 2,9p "$0"; exit 2; }
+exe=$1 filter=$2
+export SLUICE_BENCH_THREADS=${3:-${SLUICE_BENCH_THREADS:-1,2,4,8}}
+if ! command -v perf >/dev/null; then
+  sudo=(); [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends linux-perf >/dev/null
+fi
+if [[ ! -x build-bench/bench/$exe ]]; then
+  scripts/deps.sh bench >/dev/null || true
+  [[ -f build-bench/build.ninja ]] ||
+    meson setup build-bench --buildtype=release -Dtests=disabled -Dexamples=disabled -Dbenchmarks=enabled >/dev/null
+  ninja -C build-bench "bench/$exe" >/dev/null
+fi
+data=$(mktemp)
+trap 'rm -f "$data"' EXIT
+perf record -q -e cpu-clock -o "$data" "build-bench/bench/$exe" --benchmark_filter="$filter" \
+  --benchmark_min_time="${SLUICE_BENCH_MIN_TIME:-1}" 2>/dev/null | grep -E '^(pool|gate)' || true
+echo "cpu-clock samples by function, self time ($exe, $filter):"
+perf report -q -i "$data" --no-children --sort dso,sym 2>/dev/null | grep -v '^$' | head -15
