@@ -625,7 +625,7 @@ cache::cache(pool_core& c, kind k)
 }
 
 cache::~cache() {
-  for (std::size_t cls = 0; cls < class_count; ++cls) delete find(cls);
+  for_each_magazine([](std::size_t, magazine& m) { delete &m; });
 }
 
 void cache::tally(counters& into) const noexcept {
