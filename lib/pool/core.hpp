@@ -14,7 +14,8 @@
 //                        seatless threads running there, each call holding its `in_use` try-lock.
 //          Touched by others (stats(), trim, thread exit, ~pool, fork) only under admin_mutex,
 //          through atomics; but for the flag that trim waits on, which it reads without the mutex,
-//          the cache pinned meanwhile (pool.cpp, await_publishers).
+//          the cache pinned meanwhile (pool.cpp, await_publishers), and for a CPU cache's
+//          magazines, which other callers look into before they try its lock (cpu_caches.cpp).
 //
 // Every buffer the pool holds sits in exactly one place: a class stack, a magazine, or a shelf;
 // and holds one place of the bound (`reserved`), which counts those plus the places that
@@ -118,15 +119,19 @@ struct cache {
   cache& operator=(const cache&) = delete;
 
   // The magazine of class cls, or null while it has none. Relaxed for its user (its own
-  // writes, or the previous holder's, ordered by a CPU cache's lock); acquire for the others,
-  // which read under admin_mutex: pairs with the release that installs it (install()).
+  // writes, or the previous holder's, ordered by a CPU cache's lock); acquire for the others
+  // (stats() under admin_mutex, and the lock-free looks into CPU caches, holds_one and
+  // spare_places()): pairs with the release that installs it (install()).
   magazine* find(std::size_t cls, std::memory_order order = std::memory_order_relaxed) const noexcept {
     return magazines[cls].load(order);
   }
   void install(std::size_t cls, magazine* m) noexcept {
-    // The class's bit first, relaxed: a reader goes from it to find(), so it sees the magazine
-    // only once the release below stored it; and a forked child whose parent stopped between the
-    // two finds the bit and no magazine, and makes one at the class's next use, as at its first.
+    // The class's bit first. A reader that comes after this install (its thread, the CPU
+    // cache's next holder, admin_mutex) sees both; one that races may miss either, as it could
+    // miss the pointer alone. The release below, which publishes the magazine's fields, also
+    // keeps the bit ahead of the pointer, so that a fork never leaves a magazine without its bit
+    // (trim, forget() and ~cache would miss it); a child whose parent stopped between the two
+    // finds the bit and no magazine, skips it, and installs one at the class's next use.
     auto& word = made[cls / 64];
     word.store(word.load(std::memory_order_relaxed) | std::uint64_t{1} << cls % 64, std::memory_order_relaxed);
     magazines[cls].store(m, std::memory_order_release);
@@ -195,8 +200,10 @@ struct cache {
  private:
   // Per class, made at first use, never freed while the cache lives.
   std::unique_ptr<detail::atomic<magazine*>[]> magazines;
-  // The classes that have a magazine (or are getting one): bit cls % 64 of word cls / 64,
-  // set by install(), never cleared. Written by the cache's user, read by anyone.
+  // The classes that have a magazine: bit cls % 64 of word cls / 64, set by install() just
+  // before the pointer, never cleared (a bit without a magazine, which a fork can leave, is
+  // skipped). One writer at a time, the cache's user; relaxed, since a reader that must see a
+  // magazine comes after its install, and so sees its bit.
   std::array<detail::atomic<std::uint64_t>, (class_count_max + 63) / 64> made{};
 };
 
