@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs, from Debian 12's packages, what sluice needs and this machine lacks, for each word
-# given: a mode of scripts/test.sh, a test suite, or bench.
+# given: a mode of scripts/test.sh, a test suite, bench, or profile.
 #   scripts/deps.sh plain unit concurrency   what the contributor's loop needs in its plain mode
 #   scripts/deps.sh bench                    the benchmark suite and the allocators it compares with
 set -euo pipefail
@@ -27,6 +27,7 @@ for word in "$@"; do
     # python3-munkres: matplotlib's fonttools takes it in place of scipy, which needs Boost 1.74.
     bench) packages+=(libbenchmark-dev libboost1.81-dev libasio-dev libmimalloc-dev libjemalloc-dev libtbb-dev
                       python3-munkres python3-matplotlib) ;;
+    profile) packages+=(linux-perf) ;;  # scripts/profile.sh: perf, on a software clock
   esac
 done
 

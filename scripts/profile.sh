@@ -6,19 +6,16 @@
 #     EXECUTABLE  a benchmark of bench/ (pool_bench, alloc_bench_tbb, resource_bench, ...)
 #     FILTER      Google Benchmark's --benchmark_filter, one cell: pool.handoff/pool/threads:8/
 #     THREADS     SLUICE_BENCH_THREADS for the families that read it (default 1,2,4,8)
-# Builds the executable in build-bench (release, as scripts/bench.sh does) if it is missing, and
-# installs linux-perf if perf is. docs/bench/profiles.md shows what it printed, and why.
+# Installs what it lacks (scripts/deps.sh bench profile) and builds the executable in build-bench
+# (release, as scripts/bench.sh does) if it is missing. docs/bench/profiles.md shows what it
+# printed, and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-(($# >= 2)) || { sed -n 2,9p "$0"; exit 2; }
+(($# >= 2)) || { sed -n 2,11p "$0"; exit 2; }
 exe=$1 filter=$2
 export SLUICE_BENCH_THREADS=${3:-${SLUICE_BENCH_THREADS:-1,2,4,8}}
-if ! command -v perf >/dev/null; then
-  sudo=(); [[ $(id -u) -eq 0 ]] || sudo=(sudo)
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends linux-perf >/dev/null
-fi
+scripts/deps.sh bench profile >/dev/null
 if [[ ! -x build-bench/bench/$exe ]]; then
-  scripts/deps.sh bench >/dev/null || true
   [[ -f build-bench/build.ninja ]] ||
     meson setup build-bench --buildtype=release -Dtests=disabled -Dexamples=disabled -Dbenchmarks=enabled >/dev/null
   ninja -C build-bench "bench/$exe" >/dev/null

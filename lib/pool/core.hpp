@@ -35,8 +35,8 @@
 #include <sched.h>
 
 #include <array>
-#include <bit>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -128,10 +128,11 @@ struct cache {
   void install(std::size_t cls, magazine* m) noexcept {
     // The class's bit first. A reader that comes after this install (its thread, the CPU
     // cache's next holder, admin_mutex) sees both; one that races may miss either, as it could
-    // miss the pointer alone. The release below, which publishes the magazine's fields, also
-    // keeps the bit ahead of the pointer, so that a fork never leaves a magazine without its bit
-    // (trim, forget() and ~cache would miss it); a child whose parent stopped between the two
-    // finds the bit and no magazine, skips it, and installs one at the class's next use.
+    // miss the pointer alone. The release below, which publishes the magazine's fields to
+    // find()'s acquire, also keeps the bit ahead of the pointer, so that a fork never leaves a
+    // magazine without its bit (trim, forget() and ~cache would miss it); a child whose parent
+    // stopped between the two finds the bit and no magazine, skips it, and installs one at the
+    // class's next use.
     auto& word = made[cls / 64];
     word.store(word.load(std::memory_order_relaxed) | std::uint64_t{1} << cls % 64, std::memory_order_relaxed);
     magazines[cls].store(m, std::memory_order_release);
