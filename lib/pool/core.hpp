@@ -247,6 +247,12 @@ struct pool_core final : fork_aware {
   alignas(64) detail::atomic<std::uint32_t> seats{0};
 
   std::unique_ptr<detail::tagged_stack[]> stacks;  // per class; freed by ~pool
+  // Per class, the tag of the latest trim's drain of its stack (chain::tag; the latest by
+  // tag_after, since trims may overlap): a take that popped a slot while a trim ran, and finds it
+  // ended, learns from it whether the drain came after its pop (pool.cpp, take_from_stack).
+  // Relaxed: a trim marks before its end (T3, a release), and the take reads after an acquire of
+  // a word that shows no trim running.
+  std::unique_ptr<detail::atomic<std::uint32_t>[]> drain_marks;
   detail::tagged_stack free_slots;
   detail::slot_table slots;
 

@@ -31,13 +31,19 @@
 //       that the generation is the cache's and no trim is running. A trim that starts after
 //       R2 waits for the flag, so its pops follow this one, and the batch, from before the trim,
 //       is rightly freed at the cache's next use; one that ended before R2 lowered its count
-//       (T3, release) after its pops, so the batch holds nothing it had to free. While a trim
-//       runs, or the cache is behind, a take pops its one buffer directly instead.
+//       (T3, release) after its pops, so the batch holds nothing it had to free. A slot carries
+//       up to 16 buffers: what a pop takes of it is the caller's, and the rest goes back on the
+//       stack under the same flag, which is a publish of (P) with the same check. While a trim
+//       runs, or the cache is behind, a refill takes nothing, and a take pops a slot for its one
+//       buffer; if a trim ran meanwhile, the rest goes back or is freed by whether the pop came
+//       after the trim's drain of the class or before (take_from_stack, drain_marks).
 //   (M) admin_mutex orders everything others do to a cache (thread exit, ~pool, fork, stats) against
 //       its user's calls, which the caller keeps apart from ~pool. trim holds it to read the
 //       flags, never while it waits for one (await_publishers).
-//   (O) a thread that has no cache (it is exiting, or had no memory for one) publishes under
-//       orphan_mutex instead of raising a flag; trim takes that mutex once after T1.
+//   (O) a thread that has no cache (it is exiting, or had no memory for one) publishes, and pops
+//       a slot whose rest it pushes back, under orphan_mutex instead of raising a flag; trim takes
+//       that mutex once after T1. Its pop reads the state under the mutex with acquire, which
+//       pairs with a finished trim's end (T3), as R2 does.
 #include <algorithm>
 #include <atomic>
 #include <cassert>
@@ -127,21 +133,29 @@ void free_held(caller& k, std::size_t cls, std::byte* const* items, std::uint32_
   detail::unreserve(k.c, n);
 }
 
-// Frees the buffers of a chain of class cls that this call holds, and releases its slots.
+// Frees the buffers that a chain of class cls carries, which this call holds, and releases its
+// slots.
 void free_chain(caller& k, std::size_t cls, const chain& ch) noexcept {
   slot_index i = ch.first;
   for (std::uint32_t j = 0; j < ch.count; ++j) {
-    detail::free_bytes(k.c.slots[i].data);
-    i = k.c.slots[i].next.load(std::memory_order_relaxed);
+    detail::slot& s = k.c.slots[i];
+    std::byte* items[detail::slot_room];
+    const std::uint32_t n = s.count;
+    for (std::uint32_t b = 0; b < n; ++b) items[b] = s.items[b];
+    free_held(k, cls, items, n);
+    i = s.next.load(std::memory_order_relaxed);
   }
-  k.rec().add(&counters::bytes_out, std::uint64_t{ch.count} * k.c.class_size[cls]);
-  detail::unreserve(k.c, ch.count);
   release_slots(k, ch);
 }
 
-// Empties stack cls, freeing its buffers.
+// Empties stack cls, freeing its buffers, and marks when it did (drain_marks).
 void drain(caller& k, std::size_t cls) noexcept {
   const chain got = k.c.stacks[cls].pop_all(k.c.slots);  // (S3)
+  auto& mark = k.c.drain_marks[cls];
+  // Relaxed, as core.hpp says; a CAS that keeps the latest, against an overlapping trim's drain.
+  for (std::uint32_t old = mark.load(std::memory_order_relaxed);
+       detail::tag_after(got.tag, old) && !mark.compare_exchange_weak(old, got.tag, std::memory_order_relaxed);) {
+  }
   if (got.count > 0) free_chain(k, cls, got);
 }
 
@@ -254,9 +268,74 @@ magazine* magazine_for(caller& k, std::size_t cls) noexcept {
   return m;
 }
 
-// Fills an empty magazine with a batch from the shared stack, keeping the handshake (R) with
-// trim; their places come with them and stand in for the magazine's spare ones. Leaves it empty
-// while a trim runs or the cache is behind.
+// Takes up to `want` (>= 1) buffers of class cls off the top slot of its stack into out[0, n),
+// their places with them; answers n. The rest of the slot goes back on the stack under the
+// handshake (R) (a thread without a cache: under orphan_mutex, as (O)), unless a trim ran
+// meanwhile. Then the rest is freed if the pop may have come before the trim's drain of the
+// class (a trim still runs, or its drain mark is at or after the pop), since it may hold buffers
+// from before that trim; and goes back if it came after, since it may hold buffers retired after
+// that trim returned (which cannot have reached the stack before the drain). A refill
+// (`into_cache`) takes nothing while a trim runs or the cache is behind: its batch must enter the
+// cache under the generation it was popped in.
+std::uint32_t take_from_stack(caller& k, std::size_t cls, std::byte** out, std::uint32_t want,
+                              bool into_cache) noexcept {
+  std::uint32_t flag = 0;
+  // The state word: seq_cst inside the flag, as (P2) and (R2) (trims that restamp later wait for
+  // the flag); acquire under orphan_mutex (trims that restamp later wait for the mutex), which
+  // pairs with a finished trim's end (T3). Either way a word that shows no trim running comes
+  // after every drain of the trims begun before it.
+  const auto state = [&] {
+    return k.c.state.load(k.tc != nullptr ? std::memory_order_seq_cst : std::memory_order_acquire);  // (R2)
+  };
+  if (k.tc != nullptr) {
+    flag = raise_flag(*k.tc);  // (P1)
+  } else {
+    k.c.orphan_mutex.lock();   // (O)
+  }
+  const std::uint64_t before = state();
+  std::uint32_t n = 0;
+  std::byte* rest[detail::slot_room];
+  std::uint32_t freed = 0;
+  chain got;
+  if (enabled_in(before) &&
+      !(into_cache && (trimming_in(before) || !same_generation(k)))) {
+    got = k.c.stacks[cls].pop_chain(k.c.slots, 1);  // (S2)
+  }
+  if (got.count == 1) {
+    detail::slot& s = k.c.slots[got.first];
+    const std::uint32_t count = s.count;
+    n = std::min(want, count);
+    for (std::uint32_t j = 0; j < n; ++j) out[j] = s.items[count - n + j];
+    bool back = count > n;
+    if (back && trimming_in(before)) {
+      const std::uint64_t after = state();  // (R2)
+      back = !trimming_in(after) &&
+             detail::tag_after(got.tag, k.c.drain_marks[cls].load(std::memory_order_relaxed));
+    }
+    if (back) {
+      s.count = count - n;
+      k.c.stacks[cls].push_chain(k.c.slots, got);  // (S1), inside the handshake
+      got = {};
+    } else {
+      freed = count - n;
+      for (std::uint32_t j = 0; j < freed; ++j) rest[j] = s.items[j];
+    }
+  }
+  if (k.tc != nullptr) {
+    lower_flag(*k.tc, flag);  // (P3)
+  } else {
+    k.c.orphan_mutex.unlock();
+  }
+  if (got.count == 1) {
+    free_held(k, cls, rest, freed);
+    release_slots(k, got);
+  }
+  return n;
+}
+
+// Fills an empty magazine with a batch from the shared stack (take_from_stack); their places come
+// with them and stand in for the magazine's spare ones. Leaves it empty while a trim runs or the
+// cache is behind.
 void refill(caller& k, std::size_t cls, magazine& m) noexcept {
   if (k.c.stacks[cls].looks_empty()) return;
   // The batch brings its own places: the magazine's spare ones go loose, and loose ones the
@@ -272,22 +351,10 @@ void refill(caller& k, std::size_t cls, magazine& m) noexcept {
     detail::unreserve(k.c, excess);
     detail::set_loose(*k.tc, loose - excess);
   }
-  const std::uint32_t flag = raise_flag(*k.tc);                         // (P1)
-  const std::uint64_t now = k.c.state.load(std::memory_order_seq_cst);  // (R2)
-  chain got;
-  if (enabled_in(now) && !trimming_in(now) && same_generation(k)) {
-    got = k.c.stacks[cls].pop_chain(k.c.slots, want);  // (S2)
-  }
-  lower_flag(*k.tc, flag);                               // (P3)
-  if (got.count == 0) return;
-  slot_index i = got.first;
-  for (std::uint32_t j = 0; j < got.count; ++j) {
-    m.items[j] = k.c.slots[i].data;
-    i = k.c.slots[i].next.load(std::memory_order_relaxed);
-  }
-  m.count.store(got.count, std::memory_order_relaxed);
-  detail::set_owned(*k.tc, m, got.count);
-  release_slots(k, got);
+  const std::uint32_t got = take_from_stack(k, cls, m.items, want, /*into_cache=*/true);
+  if (got == 0) return;
+  m.count.store(got, std::memory_order_relaxed);
+  detail::set_owned(*k.tc, m, got);
 }
 
 // ---- entering and leaving the general path --------------------------------------------------
@@ -332,10 +399,8 @@ std::byte* take_on_class(caller& k, std::size_t cls) noexcept {
     if (const std::uint64_t n = m->count.load(std::memory_order_relaxed); n > 0) return detail::pop_from(*m, n);
     if (k.c.stacks[cls].looks_empty()) return nullptr;  // else the cache had no room: pop one
   }
-  const chain got = k.c.stacks[cls].pop_chain(k.c.slots, 1);  // (S2)
-  if (got.count == 0) return nullptr;
-  std::byte* data = k.c.slots[got.first].data;
-  release_slots(k, got);
+  std::byte* data = nullptr;
+  if (take_from_stack(k, cls, &data, 1, /*into_cache=*/false) == 0) return nullptr;
   detail::give_place(k);
   k.rec().add(&counters::hits, 1);
   k.rec().add(&counters::bytes_out, k.c.class_size[cls]);
@@ -355,7 +420,8 @@ bool retire_on_class(caller& k, std::size_t cls, std::byte* data) noexcept {
   }
   if (!detail::take_place(k)) return false;
   if (const slot_index i = take_slot(k); i != no_slot) {
-    k.c.slots[i].data = data;
+    k.c.slots[i].items[0] = data;
+    k.c.slots[i].count = 1;
     if (publish(k, cls, chain{i, i, 1}, /*earlier=*/false)) {
       k.rec().add(&counters::retired, 1);
       k.rec().add(&counters::bytes_in, k.c.class_size[cls]);
@@ -531,17 +597,21 @@ void adopt_after_fork(core& c) noexcept {
 
 namespace detail {
 
-// Moves the oldest n (<= count) buffers of a magazine to the shared stack as one chain, their
-// places with them, or frees them when a trim or the switch overtook this call (P). Answers how
-// many left the magazine: fewer than n only when no slot can be had, and then the rest stay (a
-// kept buffer is never freed for want of a slot; the retire that needed the room is dropped
-// instead).
+// Moves the oldest n (<= count) buffers of a magazine to the shared stack, slot_room to a slot,
+// as one chain of slots, their places with them, or frees them when a trim or the switch
+// overtook this call (P). Answers how many left the magazine: fewer than n only when no slot can
+// be had, and then the rest stay (a kept buffer is never freed for want of a slot; the retire
+// that needed the room is dropped instead).
 std::uint32_t flush(caller& k, std::size_t cls, magazine& m, std::uint32_t n) noexcept {
   chain out;
-  while (out.count < n) {
+  std::uint32_t moved = 0;
+  while (moved < n) {
     const slot_index i = take_slot(k);
     if (i == no_slot) break;
-    k.c.slots[i].data = m.items[out.count];
+    slot& s = k.c.slots[i];
+    const std::uint32_t here = std::min(n - moved, slot_room);
+    for (std::uint32_t j = 0; j < here; ++j) s.items[j] = m.items[moved + j];
+    s.count = here;
     if (out.count == 0) {
       out.first = i;
     } else {
@@ -549,12 +619,13 @@ std::uint32_t flush(caller& k, std::size_t cls, magazine& m, std::uint32_t n) no
     }
     out.last = i;
     ++out.count;
+    moved += here;
   }
   if (out.count == 0) return 0;
   if (!publish(k, cls, out, /*earlier=*/true)) free_chain(k, cls, out);
-  drop_oldest(m, out.count);
-  set_owned(*k.tc, m, static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed)) - out.count);
-  return out.count;
+  drop_oldest(m, moved);
+  set_owned(*k.tc, m, static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed)) - moved);
+  return moved;
 }
 
 void empty_cache(caller& k, bool keep) noexcept {
@@ -686,6 +757,7 @@ detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t
       cpus(detail::map_this_process(caching ? static_cast<std::uint32_t>(std::min<std::size_t>(o.bound / 4 / cache_places, UINT32_MAX)) : 0)),
       state(state_word),
       stacks(std::make_unique<detail::tagged_stack[]>(classes.count())),
+      drain_marks(std::make_unique<detail::atomic<std::uint32_t>[]>(classes.count())),
       off_class(classes.count()),
       off_class_nonempty(std::make_unique<detail::atomic<bool>[]>(classes.count())),
       cpu_caches(std::make_unique<std::unique_ptr<cache>[]>(cpus.count)) {

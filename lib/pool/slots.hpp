@@ -1,9 +1,11 @@
 // The lock-free layer under sluice::pool: a table of slots and Treiber stacks of slot indices.
 //
-// A slot holds one retained buffer's memory and a link. Slots are made in chunks and never
-// freed while the pool lives, so a thread holding a stale index can always read the slot's link
-// safely (the link is atomic; the buffer pointer is read only by the thread that popped the
-// slot). Each stack's head packs a 32-bit slot index and a 32-bit tag into one 64-bit word, and
+// A slot carries up to slot_room retained buffers of one class, side by side, and a link: a
+// cache's batch travels in one slot, so that the thread that takes it reads one slot's two cache
+// lines, not a chain of links written on another core (docs/many_threads.md, BATCHES). Slots are
+// made in chunks and never freed while the pool lives, so a thread holding a stale index can
+// always read the slot's link safely (the link is atomic; the buffers and their count are read
+// only by the thread that popped the slot). Each stack's head packs a 32-bit slot index and a 32-bit tag into one 64-bit word, and
 // every successful CAS bumps the tag, which defeats ABA: a pop that read head (A, t) and A's
 // link B cannot succeed after A was popped and pushed back, because the head is then (A, t' != t).
 // The tag wraps after 2^32 modifications of one head; ABA then needs a thread to be suspended
@@ -32,9 +34,14 @@ namespace sluice::detail {
 using slot_index = std::uint32_t;
 inline constexpr slot_index no_slot = 0xFFFF'FFFF;
 
+// The most buffers a slot carries: a magazine's largest batch (sluice/detail/pool_cache.hpp).
+inline constexpr std::uint32_t slot_room = 16;
+
 struct slot {
   detail::atomic<slot_index> next{no_slot};  // the link; read by stale poppers, hence atomic
-  detail::plain<std::byte*> data = nullptr;  // read and written only by the slot's owner
+  // Read and written only by the slot's owner: items[0, count).
+  detail::plain<std::uint32_t> count = 0;
+  detail::plain<std::byte*> items[slot_room];
 };
 
 // A chain of slots detached from or bound for a stack: first..last linked through `next`.
@@ -42,7 +49,16 @@ struct chain {
   slot_index first = no_slot;
   slot_index last = no_slot;
   std::uint32_t count = 0;
+  // From a pop: the tag of the head it left (an empty pop_all: of the head it read), so that
+  // two pops of one stack can tell which came first (tag_after).
+  std::uint32_t tag = 0;
 };
+
+// Whether a head tagged `a` came after one tagged `b` on the same stack; assumes fewer than 2^31
+// changes of the head between the two (the tags wrap).
+inline bool tag_after(std::uint32_t a, std::uint32_t b) noexcept {
+  return static_cast<std::int32_t>(a - b) > 0;
+}
 
 // Chunk k holds the 64 << k slots from index (64 << k) - 64; 27 chunks cover every index below
 // no_slot (the last one stops short of it).
@@ -164,6 +180,7 @@ class alignas(64) tagged_stack {
       if (!stale && head_.compare_exchange_weak(head, pack(after, tag_of(head) + 1),
                                                 std::memory_order_acquire,    // (S2)
                                                 std::memory_order_acquire)) { // (S2), for the retry
+        c.tag = tag_of(head) + 1;
         return c;
       }
       if (stale) head = head_.load(std::memory_order_acquire);  // (S2)
@@ -177,8 +194,9 @@ class alignas(64) tagged_stack {
            !head_.compare_exchange_weak(head, pack(no_slot, tag_of(head) + 1), std::memory_order_acquire,
                                         std::memory_order_relaxed)) {
     }
-    chain c{index_of(head), index_of(head), 0};
+    chain c{index_of(head), index_of(head), 0, tag_of(head)};
     if (c.first == no_slot) return c;
+    ++c.tag;
     for (c.count = 1;; ++c.count) {
       const slot_index next = slots[c.last].next.load(std::memory_order_relaxed);
       if (next == no_slot) return c;
@@ -186,13 +204,13 @@ class alignas(64) tagged_stack {
     }
   }
 
-  // How many slots the stack holds, walked without a CAS: only where no other thread can touch
-  // it (a forked child, whose parent's other threads are gone).
+  // How many buffers the stack's slots carry, walked without a CAS: only where no other thread
+  // can touch it (a forked child, whose parent's other threads are gone).
   std::size_t count_alone(slot_table& slots) noexcept {
     std::size_t n = 0;
     for (slot_index i = index_of(head_.load(std::memory_order_relaxed)); i != no_slot;
          i = slots[i].next.load(std::memory_order_relaxed)) {
-      ++n;
+      n += slots[i].count;
     }
     return n;
   }

@@ -42,10 +42,10 @@ struct stack_fixture {
   explicit stack_fixture(std::uint32_t n) : marks(n) {
     const sd::chain fresh = slots.claim(n);
     REQUIRE((fresh.first == 0 && fresh.count == n));
-    for (std::uint32_t i = 0; i < n; ++i) slots[i].data = &marks[i];
+    for (std::uint32_t i = 0; i < n; ++i) slots[i].items[0] = &marks[i];
     for (std::uint32_t i = n; i-- > 0;) stack.push_chain(slots, sd::chain{i, i, 1});
   }
-  std::uint32_t mark_of(sd::slot_index i) { return static_cast<std::uint32_t>(slots[i].data - marks.data()); }
+  std::uint32_t mark_of(sd::slot_index i) { return static_cast<std::uint32_t>(slots[i].items[0] - marks.data()); }
 };
 
 }  // namespace

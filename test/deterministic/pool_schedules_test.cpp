@@ -367,6 +367,68 @@ TEST_CASE("what a cache holds from before a trim is gone when the trim returns, 
   }
 }
 
+TEST_CASE("a take that pops a batch while a trim runs keeps none of it past the trim") {
+  // The shared stack holds one slot of six buffers retired before the trim. T trims; S, whose
+  // take sees the trim running, pops that slot for one buffer. T runs its first k1 switch points,
+  // then S its first k2, then T to its end, then S: for every k2, and k1 in steps, S stops
+  // anywhere in its take, before T's drain of the class, or after it, or after T's end. The rest
+  // of the slot goes back only where S's pop came after the drain; else a buffer from before
+  // the trim would outlive it.
+  std::uint64_t runs = 0;
+  bool s_done = false;
+  for (std::uint64_t k2 = 1; !s_done; ++k2) {
+    s_done = true;
+    bool t_done = false;
+    for (std::uint64_t k1 = 1; !t_done; k1 += 5) {
+      CAPTURE(k1);
+      CAPTURE(k2);
+      sluice::pool p{pool_options{.bound = 256}};  // caches of 16: six retires stay in one
+      std::thread([&] {
+        for (std::uint64_t m = 1; m <= 6; ++m) p.retire(marked(1024, m));
+        exit_thread();  // one slot of six on the stack
+      }).join();
+      bool warm = false, taken = false;
+      std::uint64_t t_points = 0, s_points = 0, waited = 0;
+      int phase = 0;
+      scheduler::run(
+          {[&] { p.trim(); },
+           [&] {
+             p.retire(buffer(64));  // its cache, made before the trim (a take would find the six)
+             warm = true;
+             (void)p.take(1024);
+             taken = true;
+             exit_thread();
+           }},
+          [&](const moment& m) -> std::size_t {
+            if (m.current == 0) ++t_points;
+            if (m.current == 1 && warm) ++s_points;
+            const auto can = [&](std::size_t t) {
+              return std::find(m.runnable.begin(), m.runnable.end(), t) != m.runnable.end();
+            };
+            if (phase == 0 && (warm || !can(1))) phase = 1;
+            if (phase == 1 && (t_points >= k1 || !can(0))) {
+              t_done = !can(0);  // T ends within its k1 points: larger k1 add nothing
+              phase = 2;
+            }
+            if (phase == 2 && (s_points >= k2 || taken)) {
+              if (!taken) s_done = false;  // S stopped inside its take: try a larger k2
+              phase = 3;
+            }
+            // T may wait for S's flag: a budget, then both in turn
+            if (phase == 3 && (!can(0) || ++waited > 3000)) phase = 4;
+            if (phase == 4) return m.runnable[m.step % m.runnable.size()];
+            const std::size_t want = phase == 0 || phase == 2 ? 1 : 0;
+            return can(want) ? want : m.runnable.front();
+          });
+      ++runs;
+      std::size_t left = 0;
+      while (p.take(1024)) ++left;
+      CHECK(left == 0);
+    }
+  }
+  MESSAGE("batch popped against a trim: " << runs << " schedules");
+}
+
 // Lock-freedom, checked directly: G's measured calls are stopped at their k-th switch point, for
 // every k (inside a mutex too), and H must finish its own calls while G stays stopped; a lock held
 // by G that H needs would leave H waiting for G forever (here: past a budget). Each pool comes

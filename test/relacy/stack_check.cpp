@@ -49,7 +49,7 @@ struct handoff : rl::test_suite<handoff<take_all, after_push>, 3> {
     slot_index i = c.first;
     for (std::uint32_t n = 0; n < c.count; ++n) {
       RL_ASSERT(i < most_slots);
-      (*slots)[i].data = buffers[i];
+      (*slots)[i].items[0] = buffers[i];
       bytes[i]($) = value;
       i = (*slots)[i].next.load(std::memory_order_relaxed);
     }
@@ -61,7 +61,7 @@ struct handoff : rl::test_suite<handoff<take_all, after_push>, 3> {
     slot_index i = c.first;
     for (std::uint32_t n = 0; n < c.count; ++n) {
       RL_ASSERT(i < most_slots);
-      RL_ASSERT((*slots)[i].data == buffers[i]);
+      RL_ASSERT((*slots)[i].items[0] == buffers[i]);
       RL_ASSERT(bytes[i]($) != 0);
       if (n + 1 < c.count) i = (*slots)[i].next.load(std::memory_order_relaxed);
     }
