@@ -247,11 +247,11 @@ struct pool_core final : fork_aware {
   alignas(64) detail::atomic<std::uint32_t> seats{0};
 
   std::unique_ptr<detail::tagged_stack[]> stacks;  // per class; freed by ~pool
-  // Per class, the tag of the latest trim's drain of its stack (chain::tag; the latest by
-  // tag_after, since trims may overlap): a take that popped a slot while a trim ran, and finds it
-  // ended, learns from it whether the drain came after its pop (pool.cpp, take_from_stack).
-  // Relaxed: a trim marks before its end (T3, a release), and the take reads after an acquire of
-  // a word that shows no trim running.
+  // Per class, the tag that the latest drain of its stack left on the head (chain::tag), written
+  // under drain_mutex, so that overlapping trims' drains come one at a time: a take that popped a
+  // slot while a trim ran, and finds it ended, learns from it whether the drain came after its pop
+  // (pool.cpp, take_from_stack). Relaxed: a trim marks before its end (T3, a release), and the
+  // take reads after an acquire of a word that shows no trim running.
   std::unique_ptr<detail::atomic<std::uint32_t>[]> drain_marks;
   detail::tagged_stack free_slots;
   detail::slot_table slots;
@@ -277,11 +277,14 @@ struct pool_core final : fork_aware {
   std::atomic<std::uint32_t> forking{0};
 
   // Guards what follows, and every cache's fields for others than its user. Lock order: a CPU
-  // cache's lock (trim waits for it; calls only try it), then admin_mutex, then shelf_mutex, then
-  // orphan_mutex. No take or retire holds admin_mutex but a thread's first
+  // cache's lock (trim waits for it; calls only try it), then admin_mutex, then drain_mutex, then
+  // shelf_mutex, then orphan_mutex. No take or retire holds admin_mutex but a thread's first
   // (its cache's enrolment), and nobody waits for a take or retire while holding it.
   detail::mutex admin_mutex;
-  // Held by a thread that has no cache while it pushes a buffer onto a stack (it has no flag to
+  // Held by trim and ~pool while they drain the stacks (drain_marks). Nothing is taken under it
+  // but shelf_mutex and orphan_mutex, by a fork.
+  detail::mutex drain_mutex;
+  // Held by a thread that has no cache while it pushes to or pops from a stack (it has no flag to
   // raise), and taken once by each trim after its stamp (O in pool.cpp). Nothing is taken under it.
   detail::mutex orphan_mutex;
   detail::cache* registry = nullptr;

@@ -148,15 +148,15 @@ void free_chain(caller& k, std::size_t cls, const chain& ch) noexcept {
   release_slots(k, ch);
 }
 
-// Empties stack cls, freeing its buffers, and marks when it did (drain_marks).
-void drain(caller& k, std::size_t cls) noexcept {
-  const chain got = k.c.stacks[cls].pop_all(k.c.slots);  // (S3)
-  auto& mark = k.c.drain_marks[cls];
-  // Relaxed, as core.hpp says; a CAS that keeps the latest, against an overlapping trim's drain.
-  for (std::uint32_t old = mark.load(std::memory_order_relaxed);
-       detail::tag_after(got.tag, old) && !mark.compare_exchange_weak(old, got.tag, std::memory_order_relaxed);) {
+// Empties every class's stack, freeing its buffers, and marks on each where its drain left the
+// head (drain_marks). Under drain_mutex, so that each mark is the latest drain's.
+void drain_all(caller& k) noexcept {
+  std::lock_guard lock(k.c.drain_mutex);
+  for (std::size_t cls = 0; cls < k.c.classes.count(); ++cls) {
+    const chain got = k.c.stacks[cls].pop_all(k.c.slots);  // (S3)
+    k.c.drain_marks[cls].store(got.tag, std::memory_order_relaxed);  // relaxed: see core.hpp
+    if (got.count > 0) free_chain(k, cls, got);
   }
-  if (got.count > 0) free_chain(k, cls, got);
 }
 
 // The flag of (P) and (R): an odd count while raised. Its user only.
@@ -280,19 +280,17 @@ magazine* magazine_for(caller& k, std::size_t cls) noexcept {
 std::uint32_t take_from_stack(caller& k, std::size_t cls, std::byte** out, std::uint32_t want,
                               bool into_cache) noexcept {
   std::uint32_t flag = 0;
-  // The state word: seq_cst inside the flag, as (P2) and (R2) (trims that restamp later wait for
-  // the flag); acquire under orphan_mutex (trims that restamp later wait for the mutex), which
-  // pairs with a finished trim's end (T3). Either way a word that shows no trim running comes
-  // after every drain of the trims begun before it.
-  const auto state = [&] {
-    return k.c.state.load(k.tc != nullptr ? std::memory_order_seq_cst : std::memory_order_acquire);  // (R2)
-  };
+  // The state word (R2): seq_cst inside the flag, as (P2) (trims that restamp later wait for the
+  // flag); acquire under orphan_mutex (trims that restamp later wait for the mutex), which pairs
+  // with a finished trim's end (T3). Either way a word that shows no trim running comes after
+  // every drain of the trims begun before it.
   if (k.tc != nullptr) {
     flag = raise_flag(*k.tc);  // (P1)
   } else {
     k.c.orphan_mutex.lock();   // (O)
   }
-  const std::uint64_t before = state();
+  const std::uint64_t before =
+      k.c.state.load(k.tc != nullptr ? std::memory_order_seq_cst : std::memory_order_acquire);  // (R2)
   std::uint32_t n = 0;
   std::byte* rest[detail::slot_room];
   std::uint32_t freed = 0;
@@ -308,7 +306,10 @@ std::uint32_t take_from_stack(caller& k, std::size_t cls, std::byte** out, std::
     for (std::uint32_t j = 0; j < n; ++j) out[j] = s.items[count - n + j];
     bool back = count > n;
     if (back && trimming_in(before)) {
-      const std::uint64_t after = state();  // (R2)
+      // acquire: pairs with the end (T3) of a trim that ran since, which marked its drains before
+      // it. Not seq_cst: a trim that restamps after this, also restamped after `before` in the
+      // seq_cst order, and so waits for the flag (or the mutex) as R2 says.
+      const std::uint64_t after = k.c.state.load(std::memory_order_acquire);
       back = !trimming_in(after) &&
              detail::tag_after(got.tag, k.c.drain_marks[cls].load(std::memory_order_relaxed));
     }
@@ -774,7 +775,7 @@ detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t
 detail::pool_core::~pool_core() { leave(); }
 
 // Lock order: the CPU caches (whose users may take shelf_mutex while they hold one), then
-// admin_mutex, then shelf_mutex, then orphan_mutex. Under admin_mutex, while the pool lives, a
+// admin_mutex, then drain_mutex, then shelf_mutex, then orphan_mutex. Under admin_mutex, while the pool lives, a
 // fresh stamp makes every seated thread's next call miss inline, see `forking` and wait.
 void detail::pool_core::lock_for_fork() noexcept {
   forking.store(1, std::memory_order_relaxed);  // (L3)
@@ -783,6 +784,7 @@ void detail::pool_core::lock_for_fork() noexcept {
   // Relaxed: under admin_mutex, which orders `alive` with ~pool; the stamp publishes nothing, it
   // only makes fronts miss.
   if (alive.load(std::memory_order_relaxed)) restamp(*this, [](std::uint64_t w) { return w; }, std::memory_order_relaxed);
+  drain_mutex.lock();
   shelf_mutex.lock();
   orphan_mutex.lock();
 }
@@ -790,6 +792,7 @@ void detail::pool_core::lock_for_fork() noexcept {
 void detail::pool_core::unlock_in_parent() noexcept {
   orphan_mutex.unlock();
   shelf_mutex.unlock();
+  drain_mutex.unlock();
   admin_mutex.unlock();
   detail::let_go_cpu_caches(*this);
   detail::lower_fork_flag(*this);
@@ -800,6 +803,7 @@ void detail::pool_core::unlock_in_child() noexcept {
   if (alive.load(std::memory_order_relaxed)) adopt_after_fork(*this);
   orphan_mutex.unlock();
   shelf_mutex.unlock();
+  drain_mutex.unlock();
   admin_mutex.unlock();
   detail::let_go_cpu_caches(*this);
   detail::lower_fork_flag(*this);
@@ -822,7 +826,7 @@ pool::~pool() {
       tc->free_slots = {};  // the slot table goes below
     }
     caller k{c, nullptr, 0};  // what it frees is counted with the orphans, which die with it
-    for (std::size_t cls = 0; cls < c.classes.count(); ++cls) drain(k, cls);
+    drain_all(k);
     {
       std::lock_guard shelf_lock(c.shelf_mutex);
       c.off_class.free_all();
@@ -889,7 +893,7 @@ void pool::trim() noexcept {
   // before the stacks' drain, and T1 and T2 close together keep trims overlapping flushes in the
   // Relacy checks of (P) (with this between them, no weakened ordering of (P) was reported).
   detail::catch_up_cpu_caches(c);
-  for (std::size_t cls = 0; cls < c.classes.count(); ++cls) drain(k, cls);  // (S3)
+  drain_all(k);  // (S3)
   std::size_t count = 0, bytes = 0;
   {
     std::lock_guard lock(c.shelf_mutex);

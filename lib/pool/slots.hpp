@@ -1,7 +1,7 @@
 // The lock-free layer under sluice::pool: a table of slots and Treiber stacks of slot indices.
 //
 // A slot carries up to slot_room retained buffers of one class, side by side, and a link: a
-// cache's batch travels in one slot, so that the thread that takes it reads one slot's two cache
+// cache's batch travels in one slot, so that the thread that takes it reads one slot's three cache
 // lines, not a chain of links written on another core (docs/many_threads.md, BATCHES). Slots are
 // made in chunks and never freed while the pool lives, so a thread holding a stale index can
 // always read the slot's link safely (the link is atomic; the buffers and their count are read
