@@ -133,16 +133,20 @@ void free_held(caller& k, std::size_t cls, std::byte* const* items, std::uint32_
   detail::unreserve(k.c, n);
 }
 
+// Copies items[from, from + n) of a slot this call holds to out.
+void copy_items(const detail::slot& s, std::uint32_t from, std::uint32_t n, std::byte** out) noexcept {
+  for (std::uint32_t j = 0; j < n; ++j) out[j] = s.items[from + j];
+}
+
 // Frees the buffers that a chain of class cls carries, which this call holds, and releases its
 // slots.
 void free_chain(caller& k, std::size_t cls, const chain& ch) noexcept {
   slot_index i = ch.first;
   for (std::uint32_t j = 0; j < ch.count; ++j) {
-    detail::slot& s = k.c.slots[i];
+    const detail::slot& s = k.c.slots[i];
     std::byte* items[detail::slot_room];
-    const std::uint32_t n = s.count;
-    for (std::uint32_t b = 0; b < n; ++b) items[b] = s.items[b];
-    free_held(k, cls, items, n);
+    copy_items(s, 0, s.count, items);
+    free_held(k, cls, items, s.count);
     i = s.next.load(std::memory_order_relaxed);
   }
   release_slots(k, ch);
@@ -154,7 +158,8 @@ void drain_all(caller& k) noexcept {
   std::lock_guard lock(k.c.drain_mutex);
   for (std::size_t cls = 0; cls < k.c.classes.count(); ++cls) {
     const chain got = k.c.stacks[cls].pop_all(k.c.slots);  // (S3)
-    k.c.drain_marks[cls].store(got.tag, std::memory_order_relaxed);  // relaxed: see core.hpp
+    // Relaxed: trim's end (T3, a release) publishes it to the take that reads it (take_from_stack).
+    k.c.drain_marks[cls].store(got.tag, std::memory_order_relaxed);
     if (got.count > 0) free_chain(k, cls, got);
   }
 }
@@ -303,13 +308,14 @@ std::uint32_t take_from_stack(caller& k, std::size_t cls, std::byte** out, std::
     detail::slot& s = k.c.slots[got.first];
     const std::uint32_t count = s.count;
     n = std::min(want, count);
-    for (std::uint32_t j = 0; j < n; ++j) out[j] = s.items[count - n + j];
+    copy_items(s, count - n, n, out);
     bool back = count > n;
     if (back && trimming_in(before)) {
       // acquire: pairs with the end (T3) of a trim that ran since, which marked its drains before
       // it. Not seq_cst: a trim that restamps after this, also restamped after `before` in the
       // seq_cst order, and so waits for the flag (or the mutex) as R2 says.
       const std::uint64_t after = k.c.state.load(std::memory_order_acquire);
+      // Relaxed: ordered by that acquire, after the drains' marks (drain_all).
       back = !trimming_in(after) &&
              detail::tag_after(got.tag, k.c.drain_marks[cls].load(std::memory_order_relaxed));
     }
@@ -319,7 +325,7 @@ std::uint32_t take_from_stack(caller& k, std::size_t cls, std::byte** out, std::
       got = {};
     } else {
       freed = count - n;
-      for (std::uint32_t j = 0; j < freed; ++j) rest[j] = s.items[j];
+      copy_items(s, 0, freed, rest);
     }
   }
   if (k.tc != nullptr) {
@@ -775,8 +781,9 @@ detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t
 detail::pool_core::~pool_core() { leave(); }
 
 // Lock order: the CPU caches (whose users may take shelf_mutex while they hold one), then
-// admin_mutex, then drain_mutex, then shelf_mutex, then orphan_mutex. Under admin_mutex, while the pool lives, a
-// fresh stamp makes every seated thread's next call miss inline, see `forking` and wait.
+// admin_mutex, then drain_mutex, then shelf_mutex, then orphan_mutex. Under admin_mutex, while the
+// pool lives, a fresh stamp makes every seated thread's next call miss inline, see `forking` and
+// wait.
 void detail::pool_core::lock_for_fork() noexcept {
   forking.store(1, std::memory_order_relaxed);  // (L3)
   detail::hold_cpu_caches(*this);

@@ -1,13 +1,14 @@
 // The lock-free layer under sluice::pool: a table of slots and Treiber stacks of slot indices.
 //
 // A slot carries up to slot_room retained buffers of one class, side by side, and a link: a
-// cache's batch travels in one slot, so that the thread that takes it reads one slot's three cache
-// lines, not a chain of links written on another core (docs/many_threads.md, BATCHES). Slots are
-// made in chunks and never freed while the pool lives, so a thread holding a stale index can
-// always read the slot's link safely (the link is atomic; the buffers and their count are read
-// only by the thread that popped the slot). Each stack's head packs a 32-bit slot index and a 32-bit tag into one 64-bit word, and
-// every successful CAS bumps the tag, which defeats ABA: a pop that read head (A, t) and A's
-// link B cannot succeed after A was popped and pushed back, because the head is then (A, t' != t).
+// cache's batch travels in one slot, so that the thread that takes it reads one slot's three
+// cache lines, not a chain of links written on another core (docs/many_threads.md, batches).
+// Slots are made in chunks and never freed while the pool lives, so a thread holding a stale
+// index can always read the slot's link safely (the link is atomic; the buffers and their count
+// are read only by the thread that popped the slot). Each stack's head packs a 32-bit slot index
+// and a 32-bit tag into one 64-bit word, and every successful CAS bumps the tag, which defeats
+// ABA: a pop that read head (A, t) and A's link B cannot succeed after A was popped and pushed
+// back, because the head is then (A, t' != t).
 // The tag wraps after 2^32 modifications of one head; ABA then needs a thread to be suspended
 // between its read and its CAS for a multiple of exactly that many, the residual risk of IBM's
 // original (docs/pool.md, PROGRESS, states it).
