@@ -145,36 +145,42 @@ TEST_CASE("a long-lived thread uses many short-lived pools, one after another") 
 }
 
 TEST_CASE("take misses at most what another live thread caches, and a batch crosses over") {
-  // bound 1024: P = 16, so a cache's magazines hold at most 2 * P = 32 places of the bound,
-  // buffers or spare, and a magazine of these sizes at most 32 (twice their batch of 16).
+  // bound 1024: P = 16, so a cache holds C = 2 * P = 32 places of the bound, buffers or spare,
+  // and a magazine of these sizes at most 32 (twice their batch of 16). A seated cache whose
+  // places all hold buffers grows by P, up to 2 * C = 64, while half the thread caches' quarter
+  // (8 seats of 32: 128 places) is unclaimed; here it is, so it grows once its working set passes
+  // 32 and displaces another class's batch only past 64.
   sluice::pool p;
   turns turn;
   std::thread other([&] {
-    for (int i = 0; i < 16; ++i) {  // up to the cache's limit: all cached
-      p.retire(buffer(4096));
+    for (int i = 0; i < 16; ++i) {  // four classes of 16: the cache grows to hold them all
+      p.retire(buffer(512));
+      p.retire(buffer(1024));
       p.retire(buffer(2048));
+      p.retire(buffer(4096));
     }
     turn.advance_to(1);
     turn.wait_for(2);
-    p.retire(buffer(4096));  // one more than the limit: the other class moves to the shared stack
+    p.retire(buffer(4096));  // one more than the grown cache holds: another class moves out
     turn.advance_to(3);
     turn.wait_for(4);
   });
   turn.wait_for(1);
-  CHECK(p.retained() == 32);        // cached buffers count toward retained()...
-  CHECK_FALSE(p.take(4096));        // ...but another thread's cache is not searched
-  CHECK_FALSE(p.take(2048));
+  CHECK(p.retained() == 64);        // cached buffers count toward retained()...
+  for (const std::size_t n : {512, 1024, 2048, 4096}) CHECK_FALSE(p.take(n));  // ...but another thread's cache is not searched
   turn.advance_to(2);
   turn.wait_for(3);
   int taken = 0;
-  while (p.take(2048)) ++taken;
+  while (p.take(512)) ++taken;      // the fullest other class, the first of equals
   CHECK(taken == 16);               // what crossed, as one chain
-  CHECK_FALSE(p.take(4096));
-  CHECK(p.retained() == 17);        // the rest is still cached over there
+  for (const std::size_t n : {1024, 2048, 4096}) CHECK_FALSE(p.take(n));
+  CHECK(p.retained() == 49);        // the rest is still cached over there
   turn.advance_to(4);
   other.join();
-  while (p.take(4096)) ++taken;     // and given back when that thread exited
-  CHECK(taken == 33);
+  for (const std::size_t n : {1024, 2048, 4096}) {
+    while (p.take(n)) ++taken;      // and given back when that thread exited
+  }
+  CHECK(taken == 65);
   CHECK(p.retained() == 0);
 }
 
@@ -248,43 +254,58 @@ TEST_CASE_TEMPLATE("trim and the switch reach what other threads cache at their 
 }
 
 TEST_CASE("what other live threads' caches hide is at most a quarter of the bound, however many they are") {
-  // bound 1024: a cache holds at most C = 32 places, buffers or spare, and 1024 / (4 * 32) = 8
-  // threads hold a seat, so their caches hide at most 256 buffers and spare places together. The
-  // other threads share the CPU caches, which a take and a retire at the bound look into. Each
-  // thread retires eight buffers and takes two back (their places stay spare), then waits,
-  // alive, with its cache as it left it; the watcher (this thread) then finds every buffer and
-  // every place it can. Before seats, 64 threads hid the whole bound.
+  // bound 1024: a cache holds C = 32 places, buffers or spare, and 1024 / (4 * 32) = 8 threads
+  // hold a seat, so their caches hide at most 256 buffers and spare places together; caches that
+  // grow past C (a working set of several classes) claim places no seat holds, within that
+  // quarter. The other threads share the CPU caches, which a take and a retire at the bound look
+  // into. Each thread retires eight buffers of one class (or sixteen of each of four) and takes
+  // two of each back (their places stay spare), then waits, alive, with its cache as it left it;
+  // the watcher (this thread) then finds every buffer and every place it can. Before seats, 64
+  // threads hid the whole bound.
   constexpr std::size_t bound = 1024;
   const std::vector<int> counts = sluice_test::reduced ? std::vector<int>{4, 16, 64} : std::vector<int>{4, 16, 64, 256};
-  for (const int threads : counts) {
-    CAPTURE(threads);
-    sluice::pool p{{.bound = bound}};
-    std::atomic<int> parked{0};
-    turns release;
-    std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t) {
-      ts.emplace_back([&] {
-        for (int i = 0; i < 8; ++i) p.retire(buffer(1024));
-        buffer a = p.take(1024), b = p.take(1024);
-        parked.fetch_add(1);
-        parked.notify_one();
-        release.wait_for(1);
-      });
+  const std::vector<std::size_t> one_class{1024}, four_classes{512, 1024, 2048, 4096};
+  for (const auto* sizes : {&one_class, &four_classes}) {
+    const int each = sizes->size() == 1 ? 8 : 16;
+    for (const int threads : counts) {
+      CAPTURE(threads);
+      CAPTURE(sizes->size());
+      sluice::pool p{{.bound = bound}};
+      std::atomic<int> parked{0};
+      turns release;
+      std::vector<std::thread> ts;
+      for (int t = 0; t < threads; ++t) {
+        ts.emplace_back([&] {
+          for (int i = 0; i < each; ++i) {
+            for (const std::size_t n : *sizes) p.retire(buffer(n));
+          }
+          std::vector<buffer> mine;
+          for (const std::size_t n : *sizes) {
+            mine.push_back(p.take(n));
+            mine.push_back(p.take(n));
+          }
+          parked.fetch_add(1);
+          parked.notify_one();
+          release.wait_for(1);
+        });
+      }
+      for (int seen = parked.load(); seen < threads; seen = parked.load()) parked.wait(seen);
+      const std::size_t retained = p.retained();
+      std::vector<buffer> found;
+      for (const std::size_t n : *sizes) {
+        while (buffer b = p.take(n)) found.push_back(std::move(b));
+      }
+      const std::size_t hidden_buffers = retained - found.size();
+      for (auto& b : found) p.retire(std::move(b));
+      const std::uint64_t dropped = p.stats().dropped;
+      while (p.stats().dropped == dropped) p.retire(buffer(1024));
+      const std::size_t hidden_places = bound - p.retained();
+      MESSAGE(threads << " threads, " << sizes->size() << " classes: " << hidden_buffers << " buffers and "
+                      << hidden_places << " spare places hidden in their caches");
+      CHECK(hidden_buffers + hidden_places <= bound / 4);
+      release.advance_to(1);
+      for (auto& t : ts) t.join();
     }
-    for (int seen = parked.load(); seen < threads; seen = parked.load()) parked.wait(seen);
-    const std::size_t retained = p.retained();
-    std::vector<buffer> found;
-    while (buffer b = p.take(1024)) found.push_back(std::move(b));
-    const std::size_t hidden_buffers = retained - found.size();
-    for (auto& b : found) p.retire(std::move(b));
-    const std::uint64_t dropped = p.stats().dropped;
-    while (p.stats().dropped == dropped) p.retire(buffer(1024));
-    const std::size_t hidden_places = bound - p.retained();
-    MESSAGE(threads << " threads: " << hidden_buffers << " buffers and " << hidden_places
-                    << " spare places hidden in their caches");
-    CHECK(hidden_buffers + hidden_places <= bound / 4);
-    release.advance_to(1);
-    for (auto& t : ts) t.join();
   }
 }
 

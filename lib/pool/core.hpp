@@ -174,8 +174,11 @@ struct cache {
   std::unique_ptr<magazine*[]> view;
   magazine absent;                      // owns nothing, never written
   std::uint32_t places = 0;             // the places all magazines hold
+  // The most places it may hold: cache_places, or more for a seated thread cache that grew (its
+  // claim on seat_places). Its user writes; its thread's exit and a forked child read it.
+  std::uint32_t places_max;
   // Places of the bound it holds outside any magazine, for whichever class needs one next:
-  // places + loose <= cache_places. Its user writes; stats() reads (spare places).
+  // places + loose <= places_max. Its user writes; stats() reads (spare places).
   detail::atomic<std::uint32_t> loose{0};
   slot_list free_slots;                 // slots with no buffer
   // Odd while its user pushes a chain to a stack or pops a batch into it; trim waits for an odd
@@ -225,6 +228,9 @@ struct pool_core final : fork_aware {
   // time.
   const std::uint32_t place_batch;
   const std::uint32_t cache_places;
+  // What a seated thread cache may grow to when its classes do not fit (2 * C), from places of
+  // the thread caches' quarter that no seat holds.
+  const std::uint32_t cache_places_max;
   // How many thread caches may cache at once (hold a seat), and how many CPU caches there are
   // (cpus.count, one per CPU the process may run on): each kind at most a quarter of the bound's
   // worth of cache_places, so that what caches hold never grows with the number of threads. Zero
@@ -242,9 +248,11 @@ struct pool_core final : fork_aware {
   // and a place is always given back after it was taken, since a buffer's trip from retire to
   // take runs through the stacks' release/acquire pairs.
   alignas(64) detail::atomic<std::size_t> reserved{0};
-  // Seats taken: thread caches that cache. Relaxed: a count that publishes nothing (a cache's
-  // magazines are its thread's own).
-  alignas(64) detail::atomic<std::uint32_t> seats{0};
+  // The thread caches' quarter, in places: thread_caches_max * cache_places. A seat claims
+  // cache_places of it; a seated cache whose working set outgrows its places claims place_batch
+  // more at a time, up to cache_places_max (grow() in pool/places.cpp). Relaxed: a count that
+  // publishes nothing (a cache's magazines are its thread's own).
+  alignas(64) detail::atomic<std::size_t> seat_places{0};
 
   std::unique_ptr<detail::tagged_stack[]> stacks;  // per class; freed by ~pool
   // Per class, the tag that the latest drain of its stack left on the head (chain::tag), written
@@ -326,6 +334,11 @@ struct caller {
 
 // ---- the bound and a cache's places (pool/places.cpp) ------------------------------------------
 
+// Claims n places of the thread caches' quarter (seat_places) if all n fit with at most up_to
+// claimed; answers n or 0.
+std::uint32_t claim_seat_places(pool_core& c, std::uint32_t n, std::size_t up_to) noexcept;
+// Gives back what an empty thread cache grew beyond cache_places (grow(), places.cpp).
+void shrink(cache& tc) noexcept;
 // Takes up to n places of the bound; answers how many.
 std::size_t reserve(pool_core& c, std::size_t n) noexcept;
 void unreserve(pool_core& c, std::size_t n) noexcept;

@@ -37,12 +37,12 @@ void set_owned(cache& tc, magazine& m, std::uint32_t owned) noexcept {
   tc.places = tc.places - static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed)) + owned;
   m.owned.store(owned, std::memory_order_relaxed);
   assert(m.count.load(std::memory_order_relaxed) <= owned && owned <= m.limit);
-  assert(tc.places + tc.loose.load(std::memory_order_relaxed) <= tc.core.cache_places);
+  assert(tc.places + tc.loose.load(std::memory_order_relaxed) <= tc.places_max);
 }
 
 void set_loose(cache& tc, std::uint32_t loose) noexcept {
   tc.loose.store(loose, std::memory_order_relaxed);
-  assert(tc.places + loose <= tc.core.cache_places);
+  assert(tc.places + loose <= tc.places_max);
 }
 
 namespace {
@@ -69,7 +69,7 @@ void drop_all_spare(caller& k, const magazine* except) noexcept {
 std::uint32_t gather_loose(caller& k, const magazine* except, std::uint32_t want) noexcept {
   cache& tc = *k.tc;
   if (loose_of(tc) > 0) return loose_of(tc);
-  if (const std::uint32_t room = k.c.cache_places - tc.places; room > 0) {
+  if (const std::uint32_t room = tc.places_max - tc.places; room > 0) {
     auto got = static_cast<std::uint32_t>(reserve(k.c, std::min(room, std::max(want, k.c.place_batch))));
     if (got == 0) {  // the bound is spent: this cache's own spare places, else the CPU caches'
       drop_all_spare(k, except);
@@ -98,6 +98,20 @@ std::uint32_t gather_loose(caller& k, const magazine* except, std::uint32_t want
   return moved;
 }
 
+// When the cache's places all hold buffers and it is a seated thread's: place_batch more of them,
+// up to cache_places_max, while half the thread caches' quarter has places no seat claims, so that a
+// working set of many classes (a pmr container's strings) fits rather than cycling its batches
+// through the shared stacks. A trim takes the growth back (shrink()).
+bool grow(caller& k) noexcept {
+  cache& tc = *k.tc;
+  if (tc.owner != cache::kind::thread || tc.places_max >= k.c.cache_places_max) return false;
+  // Growth stops at half the quarter, so that half the seats stay for threads yet to come.
+  const std::size_t half = std::size_t{k.c.thread_caches_max} * k.c.cache_places / 2;
+  if (claim_seat_places(k.c, k.c.place_batch, half) == 0) return false;
+  tc.places_max += k.c.place_batch;
+  return true;
+}
+
 // When the cache's places all hold buffers: the oldest batch of the fullest other magazine moves
 // to the shared stack, so that a class in use now can displace one used before. False when no
 // other magazine holds anything, or no slot could be had.
@@ -121,7 +135,7 @@ bool displace(caller& k, const magazine& except) noexcept {
 }  // namespace
 
 void give_place(caller& k) noexcept {
-  if (k.caches() && k.tc->places + loose_of(*k.tc) < k.c.cache_places) return set_loose(*k.tc, loose_of(*k.tc) + 1);
+  if (k.caches() && k.tc->places + loose_of(*k.tc) < k.tc->places_max) return set_loose(*k.tc, loose_of(*k.tc) + 1);
   unreserve(k.c, 1);
 }
 
@@ -154,12 +168,27 @@ bool add_places(caller& k, std::size_t cls, magazine& m) noexcept {
   const auto owned = static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed));
   const std::uint32_t want = std::min(k.c.place_batch, m.limit - owned);
   std::uint32_t loose = gather_loose(k, &m, want);
-  if (loose == 0 && displace(k, m)) loose = gather_loose(k, &m, want);
+  if (loose == 0 && (grow(k) || displace(k, m))) loose = gather_loose(k, &m, want);
   if (loose == 0) return false;
   const std::uint32_t got = std::min(want, loose);
   set_loose(*k.tc, loose - got);
   set_owned(*k.tc, m, owned + got);
   return true;
+}
+
+std::uint32_t claim_seat_places(core& c, std::uint32_t n, std::size_t up_to) noexcept {
+  std::size_t used = c.seat_places.load(std::memory_order_relaxed);
+  do {
+    if (used + n > up_to) return 0;
+  } while (!c.seat_places.compare_exchange_weak(used, used + n, std::memory_order_relaxed));
+  return n;
+}
+
+void shrink(cache& tc) noexcept {
+  assert(tc.places + tc.loose.load(std::memory_order_relaxed) == 0);
+  if (tc.places_max <= tc.core.cache_places) return;
+  tc.core.seat_places.fetch_sub(tc.places_max - tc.core.cache_places, std::memory_order_relaxed);
+  tc.places_max = tc.core.cache_places;
 }
 
 std::uint32_t shed_places(caller& k, std::uint32_t n) noexcept {

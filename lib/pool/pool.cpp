@@ -350,11 +350,11 @@ void refill(caller& k, std::size_t cls, magazine& m) noexcept {
   // for, up to a batch: a refill never pushes other classes out (a retire does, displace()),
   // so that classes used in turn do not push each other out.
   detail::drop_spare(k, m);
-  const std::uint32_t want = std::min(detail::batch_of(m), k.c.cache_places - k.tc->places);
+  const std::uint32_t want = std::min(detail::batch_of(m), k.tc->places_max - k.tc->places);
   if (want == 0) return;
   if (const std::uint32_t loose = k.tc->loose.load(std::memory_order_relaxed);
-      k.tc->places + loose + want > k.c.cache_places) {
-    const std::uint32_t excess = k.tc->places + loose + want - k.c.cache_places;
+      k.tc->places + loose + want > k.tc->places_max) {
+    const std::uint32_t excess = k.tc->places + loose + want - k.tc->places_max;
     detail::unreserve(k.c, excess);
     detail::set_loose(*k.tc, loose - excess);
   }
@@ -375,7 +375,9 @@ caller enter(core& c) noexcept {
   detail::wait_out_fork(c);
   cache* tc = detail::cache_of_this_thread(c, /*make=*/true);
   if (tc == nullptr) return {c, nullptr, c.state.load(std::memory_order_acquire)};  // (F')
-  if (!tc->caching && c.seats.load(std::memory_order_relaxed) < c.thread_caches_max) detail::take_seat(*tc);
+  if (!tc->caching && c.seat_places.load(std::memory_order_relaxed) + c.cache_places <= std::size_t{c.thread_caches_max} * c.cache_places) {
+    detail::take_seat(*tc);
+  }
   return {c, tc, detail::bring_up_to_date(c, *tc)};
 }
 
@@ -560,7 +562,7 @@ void adopt_after_fork(core& c) noexcept {
   }
   // The seats: this thread's, if it has one. Counted afresh, since a thread stopped by the fork
   // between taking a seat and entering its cache in the registry has a seat no cache holds.
-  c.seats.store(mine != nullptr && mine->caching ? 1 : 0, std::memory_order_relaxed);
+  c.seat_places.store(mine != nullptr && mine->caching ? mine->places_max : 0, std::memory_order_relaxed);
   // A trim that another thread was running is over: the child's refills must not wait for it. A
   // fresh stamp, so that the CPU caches, which that trim may have left behind its generation,
   // free what they hold now, as it would have (the fork holds their locks). A fork between its
@@ -660,6 +662,7 @@ void catch_up(core& c, cache& tc, const view& now) noexcept {
   caller k{c, &tc, now.state};
   if (trimming_in(now.state) || now.generation != tc.synced_generation || !enabled_in(now.state)) {
     empty_cache(k, /*keep=*/false);
+    shrink(tc);  // a trim takes back what caches grew to, as the memory they held
   }
   tc.synced_state = now.state;
   tc.synced_generation = now.generation;
@@ -696,6 +699,7 @@ cache::cache(pool_core& c, kind k)
       owner(k),
       class_count(c.caching ? c.classes.count() : 0),
       caching(k == kind::cpu),
+      places_max(c.cache_places),
       magazines(std::make_unique<detail::atomic<magazine*>[]>(class_count)) {
   const detail::view now = read_view(c);  // one view, as a catch-up records it
   synced_state = now.state;
@@ -759,6 +763,7 @@ detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t
       // P = clamp(bound / 32, 1, 16), as docs/pool.md states.
       place_batch(static_cast<std::uint32_t>(std::clamp<std::size_t>(o.bound / 32, 1, 16))),
       cache_places(2 * place_batch),
+      cache_places_max(2 * cache_places),
       // A quarter of the bound for each kind of cache (min_caching_bound: at least four each).
       thread_caches_max(caching ? static_cast<std::uint32_t>(std::min<std::size_t>(o.bound / 4 / cache_places, UINT32_MAX)) : 0),
       cpus(detail::map_this_process(caching ? static_cast<std::uint32_t>(std::min<std::size_t>(o.bound / 4 / cache_places, UINT32_MAX)) : 0)),

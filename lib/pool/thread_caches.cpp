@@ -163,13 +163,10 @@ void release_thread_caches() noexcept {
 
 void take_seat(cache& tc) noexcept {
   pool_core& c = tc.core;
-  std::uint32_t seats = c.seats.load(std::memory_order_relaxed);
-  do {
-    if (seats >= c.thread_caches_max) return;
-  } while (!c.seats.compare_exchange_weak(seats, seats + 1, std::memory_order_relaxed));
+  if (claim_seat_places(c, c.cache_places, std::size_t{c.thread_caches_max} * c.cache_places) == 0) return;
   tc.view.reset(new (std::nothrow) magazine*[class_count_max]);
   if (!tc.view) {
-    c.seats.fetch_sub(1, std::memory_order_relaxed);
+    c.seat_places.fetch_sub(c.cache_places, std::memory_order_relaxed);
     return;
   }
   std::fill_n(tc.view.get(), class_count_max, &tc.absent);
@@ -197,7 +194,7 @@ void give_back(cache* tc) noexcept {
       empty_cache(k, /*keep=*/true);
       tc->tally(c.departed);
     }
-    if (tc->caching) c.seats.fetch_sub(1, std::memory_order_relaxed);  // after its places went back
+    if (tc->caching) c.seat_places.fetch_sub(tc->places_max, std::memory_order_relaxed);  // after its places went back
     // A trim that waits for its flag (await_publishers) deletes it; that trim is a call on the
     // living pool, which holds a reference, so this one is never the last.
     pinned = tc->pins > 0;
