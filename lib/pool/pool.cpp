@@ -285,17 +285,20 @@ magazine* magazine_for(caller& k, std::size_t cls) noexcept {
 std::uint32_t take_from_stack(caller& k, std::size_t cls, std::byte** out, std::uint32_t want,
                               bool into_cache) noexcept {
   std::uint32_t flag = 0;
+  // A pool that does not cache pushes slots of one buffer alone, so its pops leave no rest to
+  // push back, and need no handshake: a pop is a take before or after a trim's drain, as it falls.
+  const bool handshake = k.c.caching;
   // The state word (R2): seq_cst inside the flag, as (P2) (trims that restamp later wait for the
   // flag); acquire under orphan_mutex (trims that restamp later wait for the mutex), which pairs
   // with a finished trim's end (T3). Either way a word that shows no trim running comes after
-  // every drain of the trims begun before it.
-  if (k.tc != nullptr) {
+  // every drain of the trims begun before it. Without a handshake, acquire, as (F').
+  if (handshake && k.tc != nullptr) {
     flag = raise_flag(*k.tc);  // (P1)
-  } else {
+  } else if (handshake) {
     k.c.orphan_mutex.lock();   // (O)
   }
-  const std::uint64_t before =
-      k.c.state.load(k.tc != nullptr ? std::memory_order_seq_cst : std::memory_order_acquire);  // (R2)
+  const std::uint64_t before = k.c.state.load(handshake && k.tc != nullptr ? std::memory_order_seq_cst
+                                                                           : std::memory_order_acquire);  // (R2)
   std::uint32_t n = 0;
   std::byte* rest[detail::slot_room];
   std::uint32_t freed = 0;
@@ -328,11 +331,12 @@ std::uint32_t take_from_stack(caller& k, std::size_t cls, std::byte** out, std::
       copy_items(s, 0, freed, rest);
     }
   }
-  if (k.tc != nullptr) {
+  if (handshake && k.tc != nullptr) {
     lower_flag(*k.tc, flag);  // (P3)
-  } else {
+  } else if (handshake) {
     k.c.orphan_mutex.unlock();
   }
+  assert(handshake || got.count == 0 || freed == 0);  // one buffer a slot: nothing left over
   if (got.count == 1) {
     free_held(k, cls, rest, freed);
     release_slots(k, got);
