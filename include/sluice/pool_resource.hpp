@@ -32,9 +32,10 @@ namespace sluice {
 template <class Pool>  // sluice::pool or sluice::mutex_pool
 class basic_pool_resource final : public std::pmr::memory_resource {
  public:
-  // A pool of its own, built with these options; upstream serves what the pool does not. The
-  // default bound is 4096, not a pool's 1024: a resource serves every size its containers ask
-  // for, a dozen classes at once where a frame pool serves one or two.
+  // A pool of its own, built with these options; upstream serves what the pool does not. With
+  // no options the bound is 4096, not a pool's 1024: a resource serves every size its containers
+  // ask for, a dozen classes at once where a frame pool serves one or two. Options passed carry
+  // their own bound.
   explicit basic_pool_resource(pool_options options = {.bound = 4096},
                                std::pmr::memory_resource* upstream = std::pmr::get_default_resource());
   basic_pool_resource(const basic_pool_resource&) = delete;

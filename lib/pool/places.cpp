@@ -2,7 +2,8 @@
 //
 // Every buffer the pool keeps holds one place of the bound, taken from the shared counter
 // (`reserved`) before the buffer is kept and given back after it left. A cache takes places a
-// batch (P, place_batch) at a time and holds at most cache_places (2 * P) of them: in its
+// batch (P, place_batch) at a time and holds at most places_max of them (C = 2 * P, up to 2 * C once
+// grown, grow()): in its
 // magazines, with a buffer or spare (a take that hits leaves its place there, and a retire that
 // hits uses one), or loose, for whichever class needs one next. So a cache touches the shared
 // counter once a batch, and what all caches hold is bounded by the number of caches there may
@@ -105,6 +106,8 @@ std::uint32_t gather_loose(caller& k, const magazine* except, std::uint32_t want
 bool grow(caller& k) noexcept {
   cache& tc = *k.tc;
   if (tc.owner != cache::kind::thread || tc.places_max >= k.c.cache_places_max) return false;
+  // Room left means the bound is spent, not the cache full: growing would hold seats for nothing.
+  if (tc.places + tc.loose.load(std::memory_order_relaxed) < tc.places_max) return false;
   // Growth stops at half the quarter, so that half the seats stay for threads yet to come.
   const std::size_t half = std::size_t{k.c.thread_caches_max} * k.c.cache_places / 2;
   if (claim_seat_places(k.c, k.c.place_batch, half) == 0) return false;
