@@ -236,6 +236,9 @@ struct pool_core final : fork_aware {
   // worth of cache_places, so that what caches hold never grows with the number of threads. Zero
   // when the pool does not cache.
   const std::uint32_t thread_caches_max;
+  // The thread caches' quarter in places (thread_caches_max * cache_places): what seat_places may
+  // reach.
+  const std::size_t seat_places_max;
   const cpu_map cpus;
 
   // The pool object's state word; used only while the pool lives (`alive`).

@@ -109,8 +109,7 @@ bool grow(caller& k) noexcept {
   // Room left means the bound is spent, not the cache full: growing would hold seats for nothing.
   if (tc.places + tc.loose.load(std::memory_order_relaxed) < tc.places_max) return false;
   // Growth stops at half the quarter, so that half the seats stay for threads yet to come.
-  const std::size_t half = std::size_t{k.c.thread_caches_max} * k.c.cache_places / 2;
-  if (claim_seat_places(k.c, k.c.place_batch, half) == 0) return false;
+  if (claim_seat_places(k.c, k.c.place_batch, k.c.seat_places_max / 2) == 0) return false;
   tc.places_max += k.c.place_batch;
   return true;
 }

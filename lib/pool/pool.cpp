@@ -379,7 +379,7 @@ caller enter(core& c) noexcept {
   detail::wait_out_fork(c);
   cache* tc = detail::cache_of_this_thread(c, /*make=*/true);
   if (tc == nullptr) return {c, nullptr, c.state.load(std::memory_order_acquire)};  // (F')
-  if (!tc->caching && c.seat_places.load(std::memory_order_relaxed) + c.cache_places <= std::size_t{c.thread_caches_max} * c.cache_places) {
+  if (!tc->caching && c.seat_places.load(std::memory_order_relaxed) + c.cache_places <= c.seat_places_max) {
     detail::take_seat(*tc);
   }
   return {c, tc, detail::bring_up_to_date(c, *tc)};
@@ -770,6 +770,7 @@ detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t
       cache_places_max(2 * cache_places),
       // A quarter of the bound for each kind of cache (min_caching_bound: at least four each).
       thread_caches_max(caching ? static_cast<std::uint32_t>(std::min<std::size_t>(o.bound / 4 / cache_places, UINT32_MAX)) : 0),
+      seat_places_max(std::size_t{thread_caches_max} * cache_places),
       cpus(detail::map_this_process(caching ? static_cast<std::uint32_t>(std::min<std::size_t>(o.bound / 4 / cache_places, UINT32_MAX)) : 0)),
       state(state_word),
       stacks(std::make_unique<detail::tagged_stack[]>(classes.count())),

@@ -163,7 +163,7 @@ void release_thread_caches() noexcept {
 
 void take_seat(cache& tc) noexcept {
   pool_core& c = tc.core;
-  if (claim_seat_places(c, c.cache_places, std::size_t{c.thread_caches_max} * c.cache_places) == 0) return;
+  if (claim_seat_places(c, c.cache_places, c.seat_places_max) == 0) return;
   tc.view.reset(new (std::nothrow) magazine*[class_count_max]);
   if (!tc.view) {
     c.seat_places.fetch_sub(c.cache_places, std::memory_order_relaxed);
