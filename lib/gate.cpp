@@ -43,6 +43,9 @@ constexpr std::int64_t count_of(std::uint64_t word) noexcept {
   return static_cast<std::int64_t>(word & count_mask);
 }
 
+// A weight as the gates count it: below zero, zero (docs/gate.md, WEIGHTS).
+constexpr std::int64_t weight(std::int64_t n) noexcept { return n < 0 ? 0 : n; }
+
 // ---- the queues of async waiters (docs/asio.md) ---------------------------------------------
 //
 // Guarded by the spot's mutex. A waiter leaves its gate's queue once: taken by a grant loop
@@ -118,7 +121,7 @@ void hand_over(detail::parking_spot& spot, detail::async_waiter* taken, bool adm
   d.running = false;
 }
 
-// The grant loop: takes the gate's waiters from the head, oldest first, while take() admits one;
+// The grant loop: takes the gate's waiters from the head, oldest first, while take(units) admits one;
 // stops at the first that it cannot admit (take() then left the gate marked, so that the call
 // that makes room comes back here). Returns the taken waiters chained through next, their
 // hand-over begun; found: whether it met a waiter of the gate (if not, it touched nothing of the
@@ -131,7 +134,7 @@ detail::async_waiter* grant(detail::parking_spot& spot, const void* g, Take take
   found = w != nullptr;
   left = false;
   while (w != nullptr) {
-    if (!take()) {
+    if (!take(w->units)) {
       left = true;
       break;
     }
@@ -192,29 +195,30 @@ void abandon_waiters(const void* g) noexcept {
 // The queue's access to a gate: an admission below a given limit (try_admit's, or the cap alone
 // for the grant loop, which serves the queue the mark holds room for), and the queue mark.
 struct gate::async_access {
+  // n in [0, gate_limit]: count + n stays within the count's bits, since Limit is at most the cap.
   template <std::int64_t (*Limit)(std::uint64_t)>
-  static bool admit_below(gate& g) noexcept {
+  [[gnu::always_inline]] static bool admit_within(gate& g, std::int64_t n) noexcept {
     std::uint64_t word = g.word_.load(std::memory_order_relaxed);
     do {
-      if (count_of(word) >= Limit(word)) return false;
-    } while (!g.word_.compare_exchange_weak(word, word + 1,
+      if (count_of(word) + n > Limit(word)) return false;
+    } while (!g.word_.compare_exchange_weak(word, word + static_cast<std::uint64_t>(n),
                                             std::memory_order_acquire,    // (2)
                                             std::memory_order_relaxed));
     return true;
   }
-  // The grant loop's admission: below the cap, whatever the queue mark; before its last try it
-  // marks the word (A1).
-  static bool take(gate& g) noexcept {
-    if (admit_below<cap_of>(g)) return true;
+  // The grant loop's admission of n: within the cap, whatever the queue mark; before its last
+  // try it marks the word (A1).
+  static bool take(gate& g, std::int64_t n) noexcept {
+    if (admit_within<cap_of>(g, n)) return true;
     g.word_.fetch_or(waiting_bit, std::memory_order_relaxed);  // (A1)
-    return admit_below<cap_of>(g);
+    return admit_within<cap_of>(g, n);
   }
   // Under the spot's mutex. Returns the taken waiters; cleared tells whether the queue mark went
   // (the spot's threads, which the mark turned away, must then be woken).
   static detail::async_waiter* grant(detail::parking_spot& spot, const gate* g, bool& cleared) noexcept {
     gate& mutable_g = *const_cast<gate*>(g);
     bool found = false, left = false;
-    detail::async_waiter* taken = sluice::grant(spot, g, [&] { return take(mutable_g); }, found, left);
+    detail::async_waiter* taken = sluice::grant(spot, g, [&](std::int64_t n) { return take(mutable_g, n); }, found, left);
     cleared = found && !left;  // no waiter of g met: g may be gone, touch nothing of it
     if (cleared) clear_queue_mark(mutable_g);
     return taken;
@@ -240,34 +244,64 @@ gate::~gate() {
   if ((word_.load(std::memory_order_relaxed) & queue_bit) != 0) abandon_waiters(this);
 }
 
-void gate::note_submitted() noexcept {
-  // Relaxed: a submission publishes nothing, and makes no room. One CAS, retried only when
-  // another call changed the word (lock-free); at gate_limit the count stays put, so the
-  // saturated submission is one step that changes nothing, never an add and an undo that
-  // another call could see between.
-  std::uint64_t word = word_.load(std::memory_order_relaxed);
-  do {
-    if (count_of(word) == gate_limit) return;
-  } while (!word_.compare_exchange_weak(word, word + 1, std::memory_order_relaxed));
+// The unit calls are the weighted ones with n = 1, each a call of its own into one inline body,
+// so that the compiler folds the constant and drops the weight's checks: try_admit() +
+// note_done() cost what they cost before weights (scripts/instructions.sh counts both pairs).
+
+struct gate::counting {
+  // n in [1, gate_limit]. Relaxed: a submission publishes nothing, and makes no room. One CAS,
+  // retried only when another call changed the word (lock-free); at gate_limit the count stays
+  // put, so a saturated submission is one step, never an add and an undo that another call
+  // could see between.
+  [[gnu::always_inline]] static void submitted(gate& g, std::int64_t n) noexcept {
+    std::uint64_t word = g.word_.load(std::memory_order_relaxed);
+    do {
+      if (count_of(word) == gate_limit) return;
+    } while (!g.word_.compare_exchange_weak(
+        word, word + static_cast<std::uint64_t>(std::min(n, gate_limit - count_of(word))), std::memory_order_relaxed));
+  }
+  // n in [1, gate_limit].
+  [[gnu::always_inline]] static void done(gate& g, std::int64_t n) noexcept {
+    std::uint64_t word = g.word_.load(std::memory_order_relaxed);
+    do {
+      if (count_of(word) == 0) return;  // the floor: at zero it stays zero
+    } while (!g.word_.compare_exchange_weak(
+        word, (word - static_cast<std::uint64_t>(std::min(n, count_of(word)))) & ~waiting_bit,
+        std::memory_order_release,    // (1), (W2)
+        std::memory_order_relaxed));
+    if ((word & waiting_bit) != 0) wake(&g);  // (W3)
+  }
+};
+
+void gate::note_submitted() noexcept { counting::submitted(*this, 1); }
+
+// A weight of zero or below counts nothing; one above gate_limit saturates as any other.
+void gate::note_submitted(std::int64_t n) noexcept {
+  if (n > 0) counting::submitted(*this, std::min(n, gate_limit));
 }
 
-void gate::note_done() noexcept {
-  std::uint64_t word = word_.load(std::memory_order_relaxed);
-  do {
-    if (count_of(word) == 0) return;  // the floor: at zero it stays zero
-  } while (!word_.compare_exchange_weak(word, (word - 1) & ~waiting_bit,
-                                        std::memory_order_release,    // (1), (W2)
-                                        std::memory_order_relaxed));
-  if ((word & waiting_bit) != 0) wake(this);  // (W3)
+void gate::note_done() noexcept { counting::done(*this, 1); }
+
+void gate::note_done(std::int64_t n) noexcept {
+  if (n > 0) counting::done(*this, std::min(n, gate_limit));
 }
 
-bool gate::try_admit() noexcept { return async_access::admit_below<admit_limit>(*this); }
+bool gate::try_admit() noexcept { return async_access::admit_within<admit_limit>(*this, 1); }
 
-void gate::admit() {
-  if (!try_admit()) wait_admit(std::chrono::steady_clock::time_point::max());
+// A weight of zero (or below) is admitted at once, counting nothing; one above gate_limit passes
+// every cap, so it is refused.
+bool gate::try_admit(std::int64_t n) noexcept {
+  if (n <= 0) return true;
+  return n <= gate_limit && async_access::admit_within<admit_limit>(*this, n);
 }
 
-bool gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
+void gate::admit() { admit(1); }
+
+void gate::admit(std::int64_t n) {
+  if (!try_admit(detail::weight_to_wait_for(n))) wait_admit(n, std::chrono::steady_clock::time_point::max());
+}
+
+bool gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline) {
   // Room often comes within a few hundred nanoseconds (another thread's note_done), far sooner
   // than a sleep and a wake-up in the kernel take: try a while first, as std::counting_semaphore
   // does, pausing, then yielding the core.
@@ -276,19 +310,19 @@ bool gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
       detail::cpu_relax();
     } else {
       std::this_thread::yield();  // may be long on a busy machine: mind the deadline
-      if (std::chrono::steady_clock::now() >= deadline) return try_admit();
+      if (std::chrono::steady_clock::now() >= deadline) return try_admit(n);
     }
-    if (try_admit()) return true;
+    if (try_admit(n)) return true;
   }
   detail::parking_spot& spot = detail::parking_for(this);
   std::unique_lock lock(spot.mutex);
   for (;;) {
     word_.fetch_or(waiting_bit, std::memory_order_relaxed);  // (W1)
-    if (try_admit()) return true;
+    if (try_admit(n)) return true;
     if (deadline == std::chrono::steady_clock::time_point::max()) {
       spot.wake.wait(lock);
     } else if (spot.wake.wait_until(lock, deadline) == std::cv_status::timeout) {
-      return try_admit();
+      return try_admit(n);
     }
   }
 }
@@ -351,10 +385,10 @@ struct mutex_gate::async_access {
   static void dequeued(mutex_gate& g) noexcept {
     if (--g.async_queued_ == 0 && g.waiting_ > 0) g.room_.notify_all();
   }
-  static bool take(mutex_gate& g) noexcept {
+  static bool take(mutex_gate& g, std::int64_t n) noexcept {
     std::lock_guard lock(g.mutex_);
-    if (g.in_flight_ >= g.cap_) return false;
-    ++g.in_flight_;
+    if (g.in_flight_ + n > g.cap_) return false;
+    g.in_flight_ += n;
     dequeued(g);
     return true;
   }
@@ -366,7 +400,9 @@ struct mutex_gate::async_access {
   // Under the spot's mutex; take() touches g only once a waiter of it was found, else g may be gone.
   static detail::async_waiter* grant(detail::parking_spot& spot, const void* g) noexcept {
     bool found = false, left = false;
-    return sluice::grant(spot, g, [g] { return take(*static_cast<mutex_gate*>(const_cast<void*>(g))); }, found, left);
+    return sluice::grant(
+        spot, g, [g](std::int64_t n) { return take(*static_cast<mutex_gate*>(const_cast<void*>(g)), n); }, found,
+        left);
   }
   static void wake(const void* g) noexcept {
     detail::parking_spot& spot = detail::parking_for(g);
@@ -389,9 +425,11 @@ mutex_gate::~mutex_gate() {
   if (queued) abandon_waiters(this);
 }
 
-void mutex_gate::note_submitted() noexcept {
+void mutex_gate::note_submitted() noexcept { note_submitted(1); }
+
+void mutex_gate::note_submitted(std::int64_t n) noexcept {
   std::lock_guard lock(mutex_);
-  in_flight_ = std::min(in_flight_ + 1, gate_limit);
+  in_flight_ += std::min(weight(n), gate_limit - in_flight_);
 }
 
 // After a change that may make room: wakes the waiters, if any. Under the mutex, so that no
@@ -405,25 +443,33 @@ void mutex_gate::wake_if_waiting(std::unique_lock<std::mutex>& lock) noexcept {
   if (async) async_access::wake(this);
 }
 
-void mutex_gate::note_done() noexcept {
+void mutex_gate::note_done() noexcept { note_done(1); }
+
+void mutex_gate::note_done(std::int64_t n) noexcept {
   std::unique_lock lock(mutex_);
-  if (in_flight_ > 0) --in_flight_;
+  in_flight_ -= std::min(weight(n), in_flight_);
   wake_if_waiting(lock);
 }
 
-bool mutex_gate::try_admit() noexcept {
+bool mutex_gate::try_admit() noexcept { return try_admit(1); }
+
+bool mutex_gate::try_admit(std::int64_t n) noexcept {
+  if (n <= 0) return true;
   std::lock_guard lock(mutex_);
-  if (in_flight_ >= cap_ || async_queued_ > 0) return false;
-  ++in_flight_;
+  if (n > gate_limit || in_flight_ + n > cap_ || async_queued_ > 0) return false;
+  in_flight_ += n;
   return true;
 }
 
-void mutex_gate::admit() { wait_admit(std::chrono::steady_clock::time_point::max()); }
+void mutex_gate::admit() { admit(1); }
 
-bool mutex_gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
+void mutex_gate::admit(std::int64_t n) { wait_admit(detail::weight_to_wait_for(n), std::chrono::steady_clock::time_point::max()); }
+
+bool mutex_gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline) {
+  if (n <= 0) return true;
   std::unique_lock lock(mutex_);
   ++waiting_;
-  const auto room = [&] { return in_flight_ < cap_ && async_queued_ == 0; };
+  const auto room = [&] { return in_flight_ + n <= cap_ && async_queued_ == 0; };
   bool admitted = true;
   if (deadline == std::chrono::steady_clock::time_point::max()) {
     room_.wait(lock, room);
@@ -431,7 +477,7 @@ bool mutex_gate::wait_admit(std::chrono::steady_clock::time_point deadline) {
     admitted = room_.wait_until(lock, deadline, room);
   }
   --waiting_;
-  if (admitted) ++in_flight_;
+  if (admitted) in_flight_ += n;
   return admitted;
 }
 

@@ -54,6 +54,23 @@ std::int64_t clamped(py::handle v, const char* name, std::int64_t lo, std::int64
   return std::clamp<std::int64_t>(x, lo, hi);
 }
 
+// A weight (the gates' n): a non-negative int, not a bool; ValueError below zero. One above
+// GATE_LIMIT comes back as GATE_LIMIT + 1, which every call treats as it treats any such weight
+// (the try forms refuse it, the waiting forms raise ValueError, note_submitted saturates).
+std::int64_t weight_arg(py::handle v) {
+  if (PyBool_Check(v.ptr())) throw py::type_error("n must be an int, not bool");
+  const std::int64_t n = clamped(v, "n", -1, sluice::gate_limit + 1);
+  if (n < 0) throw py::value_error("n must be >= 0");
+  return n;
+}
+
+// A weight that a wait may wait for: ValueError above GATE_LIMIT, which no cap admits.
+std::int64_t weight_to_wait_for(py::handle v) {
+  const std::int64_t n = weight_arg(v);
+  if (n > sluice::gate_limit) throw py::value_error("n must be at most GATE_LIMIT: no cap admits more");
+  return n;
+}
+
 // A size: a non-negative integer, clamped to SIZE_MAX above (every size past the ceiling behaves
 // alike); a negative one raises ValueError naming the argument.
 std::size_t size_arg(py::handle v, const char* name) {
@@ -142,12 +159,13 @@ void made_by_the_module_only(py::handle type) {
 // on a signal in the main thread; this one within a slice.
 constexpr auto signal_slice = std::chrono::milliseconds(20);
 
-// admit(timeout): waits for room with the GIL released, in slices between which the main
-// thread runs its signal handlers (a KeyboardInterrupt propagates, with nothing admitted).
+// admit(timeout, n): waits for room for n (at most GATE_LIMIT: weight_to_wait_for) with the GIL
+// released, in slices between which the main thread runs its signal handlers (a
+// KeyboardInterrupt propagates, with nothing admitted).
 template <class Gate>
-bool admit(Gate& g, std::optional<double> timeout) {
+bool admit(Gate& g, std::optional<double> timeout, std::int64_t n) {
   const auto deadline = deadline_of(timeout);
-  if (g.try_admit()) return true;
+  if (g.try_admit(n)) return true;
   for (;;) {
     const auto now = clock::now();
     if (deadline && now >= *deadline) return false;
@@ -159,7 +177,7 @@ bool admit(Gate& g, std::optional<double> timeout) {
     PyThreadState* const saved = PyEval_SaveThread();
     bool admitted;
     try {
-      admitted = g.try_admit_until(until);
+      admitted = g.try_admit_until(n, until);
     } catch (...) {
       PyEval_RestoreThread(saved);
       throw;
@@ -182,7 +200,7 @@ sluice::pressure pressure_of(const py::handle& p) {
   throw py::type_error("pressure must be a str or sluice.Pressure");
 }
 
-// `with gate.permit(timeout):` holds one admission for the block. One permit serves one with
+// `with gate.permit(timeout, n=n):` holds an admission of n for the block. One permit serves one with
 // block at a time (entering it again while it is held or entering raises ValueError): a second
 // thread makes its own with gate.permit().
 template <class Gate>
@@ -190,6 +208,7 @@ struct permit {
   py::object owner;  // keeps the gate alive while the permit lives
   Gate* gate;
   std::optional<double> timeout;
+  std::int64_t units = 1;
   bool busy = false;  // entering, or held
   bool held = false;
 };
@@ -237,11 +256,11 @@ struct py_waiter : sluice::detail::async_waiter {
   py_waiter(const py_waiter&) = delete;
   py_waiter& operator=(const py_waiter&) = delete;
 
-  void give_back() noexcept { note_done(owner.get()); }  // through the node's own reference
+  void give_back() noexcept { note_done(owner.get(), units); }  // through the node's own reference
 
   const std::shared_ptr<loop_channel> channel;
   const std::shared_ptr<void> owner;  // the C++ gate, shared with its Python object's holder
-  void (*const note_done)(void* gate) noexcept;
+  void (*const note_done)(void* gate, std::int64_t n) noexcept;
   const std::uint64_t id;  // the key of its future in the Python channel's dict
   sluice::detail::async_waiter* slot = nullptr;  // the handle (async_cancel): this node while queued
   // Under the channel's mutex (stable once the channel is closed):
@@ -254,8 +273,8 @@ struct py_waiter : sluice::detail::async_waiter {
 
  private:
   template <class Gate>
-  static void note_done_of(void* gate) noexcept {
-    static_cast<Gate*>(gate)->note_done();
+  static void note_done_of(void* gate, std::int64_t n) noexcept {
+    static_cast<Gate*>(gate)->note_done(n);
   }
 };
 
@@ -337,14 +356,16 @@ class channel_handle {
     return c_->waits.size();
   }
 
-  // Queues a wait for an admission of g, whose Python object holds `owner`. MemoryError (and
-  // nothing queued) when the node cannot be made; the grant may hand it over at once.
+  // Queues a wait for an admission of n (in [1, GATE_LIMIT]) of g, whose Python object holds
+  // `owner`. MemoryError (and nothing queued) when the node cannot be made; the grant may hand it
+  // over at once.
   template <class Gate>
-  void wait(Gate& g, std::shared_ptr<Gate> owner, std::uint64_t id) {
+  void wait(Gate& g, std::shared_ptr<Gate> owner, std::uint64_t id, std::int64_t n) {
     auto node = std::make_unique<py_waiter>(c_, id, std::move(owner));
     node->hand_over = &deliver;
     node->discard = &drop;
     node->gate = &g;
+    node->units = n;
     node->handle = &node->slot;
     {
       std::lock_guard lock(c_->mutex);
@@ -509,7 +530,7 @@ void bind_gate(py::module_& m, const char* name, const char* doc) {
                  p.busy = true;  // before admit releases the GIL
                  bool admitted = false;
                  try {
-                   admitted = admit(*p.gate, p.timeout);
+                   admitted = admit(*p.gate, p.timeout, p.units);
                  } catch (...) {
                    p.busy = false;
                    throw;
@@ -524,7 +545,7 @@ void bind_gate(py::module_& m, const char* name, const char* doc) {
                },
                py::return_value_policy::reference_internal)
           .def("__exit__", [](P& p, const py::args&) {
-            if (p.held) p.gate->note_done();
+            if (p.held) p.gate->note_done(p.units);
             p.held = p.busy = false;
             return false;
           });
@@ -540,17 +561,25 @@ void bind_gate(py::module_& m, const char* name, const char* doc) {
                              "The count of work in flight.")
       .def_property_readonly("has_capacity", [](py::handle g) { return live<Gate>(g).has_capacity(); },
                              "in_flight < cap.")
-      .def("note_submitted", [](py::handle g) { live<Gate>(g).note_submitted(); },
-           "in_flight + 1, even past the cap; never blocks.")
-      .def("note_done", [](py::handle g) { live<Gate>(g).note_done(); },
-           "in_flight - 1, never below zero; never blocks.")
-      .def("try_admit", [](py::handle g) { return live<Gate>(g).try_admit(); },
-           "If in_flight < cap: in_flight + 1 and True, in one step.")
-      .def("admit", [](py::handle g, py::handle timeout) { return admit(live<Gate>(g), seconds(timeout)); },
-           py::arg("timeout") = py::none(),
-           "Waits (GIL released) until in_flight < cap and admits: True; False when timeout (seconds)\n"
-           "passed first, with nothing counted. None waits for ever. A signal handler's exception\n"
-           "(KeyboardInterrupt) propagates from the wait, with nothing counted.")
+      .def("note_submitted", [](py::handle g, py::handle n) { live<Gate>(g).note_submitted(weight_arg(n)); },
+           py::arg("n") = 1, "in_flight + n, even past the cap (at most GATE_LIMIT); never blocks.")
+      .def("note_done", [](py::handle g, py::handle n) { live<Gate>(g).note_done(weight_arg(n)); },
+           py::arg("n") = 1, "in_flight - n, never below zero; never blocks.")
+      .def("try_admit", [](py::handle g, py::handle n) { return live<Gate>(g).try_admit(weight_arg(n)); },
+           py::arg("n") = 1,
+           "If in_flight + n <= cap: in_flight + n and True, in one step (all n or nothing). n = 0 is\n"
+           "admitted at once; one above GATE_LIMIT never.")
+      .def("admit",
+           [](py::handle g, py::handle timeout, py::handle n) {
+             const std::int64_t units = weight_to_wait_for(n);
+             return admit(live<Gate>(g), seconds(timeout), units);
+           },
+           py::arg("timeout") = py::none(), py::kw_only(), py::arg("n") = 1,
+           "Waits (GIL released) until in_flight + n <= cap and admits n: True; False when timeout\n"
+           "(seconds) passed first, with nothing counted. None waits for ever (for a cap that grows,\n"
+           "when n is above it). A signal handler's exception (KeyboardInterrupt) propagates from the\n"
+           "wait, with nothing counted. ValueError for n above GATE_LIMIT. Waiting threads are not\n"
+           "queued: a smaller request that fits goes ahead of a waiting larger one.")
       .def("set_cap", [](py::handle g, py::handle cap) { live<Gate>(g).set_cap(clamped(cap, "cap", 1, sluice::gate_limit)); },
            py::arg("cap"), "cap = clamp(cap, 1, 2**31 - 1); in_flight untouched.")
       .def("adjust",
@@ -562,19 +591,22 @@ void bind_gate(py::module_& m, const char* name, const char* doc) {
            "pressure is 'ok', 'soft' or 'hard' (or a sluice.Pressure). 'ok': cap = min(cap + 1,\n"
            "max_cap) (a cap above max_cap drops to it); 'soft', 'hard': cap - 1, never below 1.")
       .def("permit",
-           [](py::handle self, py::handle timeout) {
-             return P{py::reinterpret_borrow<py::object>(self), &live<Gate>(self), seconds(timeout)};
+           [](py::handle self, py::handle timeout, py::handle n) {
+             const std::int64_t units = weight_to_wait_for(n);
+             return P{py::reinterpret_borrow<py::object>(self), &live<Gate>(self), seconds(timeout), units};
            },
-           py::arg("timeout") = py::none(),
-           "A context manager that holds one admission for its block: admit(timeout) on entry\n"
-           "(TimeoutError when not admitted in time), note_done() on exit.")
+           py::arg("timeout") = py::none(), py::kw_only(), py::arg("n") = 1,
+           "A context manager that holds an admission of n for its block: admit(timeout, n=n) on\n"
+           "entry (TimeoutError when not admitted in time), note_done(n) on exit.")
       .def("_wait_async",
-           [](py::handle self, py::handle channel, std::uint64_t id) {
-             live<channel_handle>(channel).wait(live<Gate>(self), holder_of<Gate>(self), id);
+           [](py::handle self, py::handle channel, std::uint64_t id, py::handle n) {
+             const std::int64_t units = weight_to_wait_for(n);
+             if (units == 0) throw py::value_error("a wait for n = 0 is admitted at once: nothing to queue");
+             live<channel_handle>(channel).wait(live<Gate>(self), holder_of<Gate>(self), id, units);
            },
-           py::arg("channel"), py::arg("id"),
-           "admit_async's: queues a wait for an admission, delivered to `channel` (a _Channel)\n"
-           "under `id`. MemoryError, with nothing queued, when it cannot be made.")
+           py::arg("channel"), py::arg("id"), py::arg("n") = 1,
+           "admit_async's: queues a wait for an admission of n (1 to GATE_LIMIT), delivered to\n"
+           "`channel` (a _Channel) under `id`. MemoryError, with nothing queued, when it cannot be made.")
       .def("__repr__", [name](py::handle self) {
         const Gate& g = live<Gate>(self);
         return "<sluice." + std::string(name) + " in_flight=" + std::to_string(g.in_flight()) +

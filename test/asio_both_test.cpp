@@ -32,7 +32,7 @@ static_assert(std::is_same_v<decltype(sluice::async_admit(std::declval<sluice::g
                              decltype(asio::async_initiate<const asio::experimental::deferred_t&,
                                                            void(std::error_code, permit<sluice::gate>)>(
                                  sluice::detail::asio_standalone::initiate_admit{}, asio::experimental::deferred,
-                                 static_cast<sluice::gate*>(nullptr)))>);
+                                 static_cast<sluice::gate*>(nullptr), std::int64_t{1}))>);
 static_assert(admits_with<sluice::gate, decltype(asio::use_future)>);
 static_assert(admits_with<sluice::gate, decltype(boost::asio::use_future)>);
 static_assert(admits_with<sluice::gate, decltype(boost::asio::deferred)>);

@@ -858,3 +858,68 @@ TEST_CASE_TEMPLATE("a gate's waits, wake-ups and cancellations never read anothe
   CHECK(a.in_flight() == 1);
   CHECK(d.in_flight() == 0);
 }
+
+// ---- weights (docs/gate.md, WEIGHTS) ----------------------------------------------------------
+
+TEST_CASE_TEMPLATE("a queued async wait for n holds back the smaller ones queued after it", G, GATES) {
+  net::io_context io;
+  G g{4};
+  REQUIRE(g.try_admit(3));
+  std::vector<std::pair<int, std::int64_t>> done;  // (which, units held)
+  std::vector<permit<G>> held;
+  const auto wait = [&](int which, std::int64_t n) {
+    sluice::async_admit(g, n, net::bind_executor(io, [&, which](error_code ec, permit<G> p) {
+                          REQUIRE_FALSE(ec);
+                          done.emplace_back(which, p.units());
+                          held.push_back(std::move(p));
+                        }));
+  };
+  wait(0, 3);  // 3 + 3 > 4: queued
+  wait(1, 1);  // would fit, but waits behind 0 (FIFO)
+  io.poll();
+  CHECK(done.empty());
+  CHECK_FALSE(g.try_admit(1));  // nor does a try overtake them
+  CHECK(g.in_flight() == 3);
+  g.note_done(2);  // 1 + 3 fits: 0 in, then 1 no longer fits
+  io.poll();
+  REQUIRE(done.size() == 1);
+  CHECK(done[0] == std::pair<int, std::int64_t>{0, 3});
+  CHECK(g.in_flight() == 4);
+  g.note_done(1);  // 3 + 1: 1 in
+  io.poll();
+  REQUIRE(done.size() == 2);
+  CHECK(done[1] == std::pair<int, std::int64_t>{1, 1});
+  CHECK(g.in_flight() == 4);
+  held.clear();  // each permit gives back its own weight
+  CHECK(g.in_flight() == 0);
+}
+
+TEST_CASE_TEMPLATE("an async wait larger than the cap waits for the cap; one above gate_limit fails at once", G, GATES) {
+  net::io_context io;
+  G g{2};
+  std::vector<permit<G>> held;
+  std::vector<error_code> codes;
+  const auto wait = [&](std::int64_t n) {
+    sluice::async_admit(g, n, net::bind_executor(io, [&](error_code ec, permit<G> p) {
+                          codes.push_back(ec);
+                          held.push_back(std::move(p));
+                        }));
+  };
+  wait(sluice::gate_limit + 1);
+  io.poll();
+  REQUIRE(codes.size() == 1);
+  CHECK(codes[0] == net::error::invalid_argument);
+  CHECK_FALSE(static_cast<bool>(held[0]));
+  io.restart();  // the poll ran out of work, which stopped the context
+  wait(5);
+  io.poll();
+  CHECK(codes.size() == 1);
+  g.set_cap(5);
+  io.poll();
+  REQUIRE(codes.size() == 2);
+  CHECK_FALSE(codes[1]);
+  CHECK(held[1].units() == 5);
+  CHECK(g.in_flight() == 5);
+  held.clear();
+  CHECK(g.in_flight() == 0);
+}

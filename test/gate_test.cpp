@@ -4,8 +4,10 @@
 #include "doctest.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <thread>
 
 #include "sluice/gate.hpp"
@@ -315,5 +317,127 @@ TEST_CASE_TEMPLATE("a permit holds one admission for its scope", G, GATES) {
     CHECK(g.in_flight() == 0);
     CHECK_FALSE(static_cast<bool>(adopted));
   }
+  CHECK(g.in_flight() == 0);
+}
+
+// ---- weights (docs/gate.md, WEIGHTS) --------------------------------------------------------
+
+TEST_CASE_TEMPLATE("try_admit(n) admits n at once exactly while in_flight + n fits the cap", G, GATES) {
+  G g{10};
+  CHECK(g.try_admit(7));
+  CHECK(g.in_flight() == 7);
+  CHECK_FALSE(g.try_admit(4));  // 11 > 10: refused whole, nothing counted
+  CHECK(g.in_flight() == 7);
+  CHECK(g.try_admit(3));  // exactly to the cap
+  CHECK(g.in_flight() == 10);
+  CHECK_FALSE(g.try_admit());
+  g.note_done(6);
+  CHECK(g.in_flight() == 4);
+  CHECK_FALSE(g.try_admit(7));
+  CHECK(g.try_admit(6));
+  CHECK(g.in_flight() == 10);
+}
+
+TEST_CASE_TEMPLATE("a weight larger than the cap is refused by the try forms, and waits for the cap", G, GATES) {
+  G g{4};
+  CHECK_FALSE(g.try_admit(5));
+  CHECK(g.in_flight() == 0);
+  g.set_cap(5);
+  CHECK(g.try_admit(5));
+  CHECK(g.in_flight() == 5);
+}
+
+TEST_CASE_TEMPLATE("note_submitted(n) and note_done(n) saturate, never wrap", G, GATES) {
+  G g{3};
+  g.note_submitted(5);  // past the cap: never refuses
+  CHECK(g.in_flight() == 5);
+  g.note_done(2);
+  CHECK(g.in_flight() == 3);
+  g.note_done(100);  // the floor
+  CHECK(g.in_flight() == 0);
+  g.note_submitted(sluice::gate_limit - 1);
+  g.note_submitted(10);  // the ceiling
+  CHECK(g.in_flight() == sluice::gate_limit);
+  g.note_submitted(std::numeric_limits<std::int64_t>::max());
+  CHECK(g.in_flight() == sluice::gate_limit);
+  CHECK(g.cap() == 3);  // the count's bits never reach the cap's
+  g.note_done(std::numeric_limits<std::int64_t>::max());
+  CHECK(g.in_flight() == 0);
+}
+
+TEST_CASE_TEMPLATE("weights of zero and below count nothing and are admitted at once", G, GATES) {
+  G g{1};
+  g.note_submitted(3);  // past the cap
+  CHECK(g.try_admit(0));
+  CHECK(g.try_admit(-5));
+  CHECK(g.try_admit(std::numeric_limits<std::int64_t>::min()));
+  g.admit(0);
+  CHECK(g.try_admit_for(-1, std::chrono::milliseconds(0)));
+  g.note_submitted(-4);
+  g.note_done(-4);
+  g.note_done(0);
+  CHECK(g.in_flight() == 3);
+  sluice::permit<G> none{g, -2};
+  CHECK(static_cast<bool>(none));
+  CHECK(none.units() == 0);
+  none.release();
+  CHECK(g.in_flight() == 3);
+}
+
+TEST_CASE_TEMPLATE("a weight above gate_limit is never admitted: refused, or std::invalid_argument", G, GATES) {
+  G g{sluice::gate_limit};
+  const std::int64_t huge = sluice::gate_limit + 1;
+  CHECK_FALSE(g.try_admit(huge));
+  CHECK_FALSE(g.try_admit(std::numeric_limits<std::int64_t>::max()));
+  CHECK_THROWS_AS(g.admit(huge), std::invalid_argument);
+  CHECK_THROWS_AS((void)g.try_admit_for(huge, std::chrono::seconds(1)), std::invalid_argument);
+  CHECK_THROWS_AS((void)g.try_admit_until(huge, std::chrono::steady_clock::now()), std::invalid_argument);
+  CHECK_THROWS_AS((sluice::permit<G>{g, huge, sluice::until_admitted}), std::invalid_argument);
+  CHECK(g.in_flight() == 0);
+  CHECK(g.try_admit(sluice::gate_limit));  // the largest weight, under the largest cap
+  CHECK(g.in_flight() == sluice::gate_limit);
+}
+
+TEST_CASE_TEMPLATE("a permit of weight n holds n and gives n back", G, GATES) {
+  G g{10};
+  {
+    sluice::permit<G> big{g, 6};
+    REQUIRE(static_cast<bool>(big));
+    CHECK(big.units() == 6);
+    CHECK(g.in_flight() == 6);
+    sluice::permit<G> refused{g, 5};
+    CHECK_FALSE(static_cast<bool>(refused));
+    CHECK(refused.units() == 0);
+    sluice::permit<G> moved{std::move(big)};
+    CHECK(moved.units() == 6);
+    CHECK(big.units() == 0);  // NOLINT(bugprone-use-after-move): a moved-from permit is empty
+    sluice::permit<G> small{g, 4};
+    CHECK(g.in_flight() == 10);
+    moved = std::move(small);  // gives back the 6 it held, takes over the 4
+    CHECK(moved.units() == 4);
+    CHECK(g.in_flight() == 4);
+  }
+  CHECK(g.in_flight() == 0);
+  g.note_submitted(3);
+  {
+    sluice::permit<G> adopted{g, 3, std::adopt_lock};
+    CHECK(adopted.units() == 3);
+  }
+  CHECK(g.in_flight() == 0);
+}
+
+TEST_CASE_TEMPLATE("weighted admissions racing on 8 threads never pass the cap and net to zero", G, GATES) {
+  constexpr std::int64_t cap = 40;
+  G g{cap};
+  std::atomic<std::int64_t> over{0};
+  run_threads(8, [&](std::size_t t) {
+    const auto n = static_cast<std::int64_t>(1 + t % 5);  // weights 1 to 5
+    for (int i = 0; i < 20000; ++i) {
+      if (!g.try_admit(n)) continue;
+      if (g.in_flight() > cap) over.fetch_add(1, std::memory_order_relaxed);
+      g.note_done(n);
+    }
+  });
+  CHECK(over.load() == 0);
   CHECK(g.in_flight() == 0);
 }

@@ -273,3 +273,69 @@ TEST_CASE_TEMPLATE("deadlines of any unit and date wait for room; a NaN deadline
   CHECK_FALSE(g.try_admit_until(nan_deadline));  // the gate is full: one try, then false
   CHECK(g.in_flight() == 1);
 }
+
+// ---- weights (docs/gate.md, WEIGHTS) ----------------------------------------------------------
+
+TEST_CASE_TEMPLATE("a thread waiting for n is admitted once n fits, not before", G, GATES) {
+  G g{5};
+  REQUIRE(g.try_admit(5));
+  std::atomic<bool> admitted{false};
+  std::thread waiter([&] { admitted.store(g.try_admit_for(3, long_enough)); });
+  let_it_sleep();
+  g.note_done(1);  // 4 + 3 > 5
+  let_it_sleep();
+  CHECK_FALSE(admitted.load());
+  g.note_done(1);  // 3 + 3 > 5
+  let_it_sleep();
+  CHECK_FALSE(admitted.load());
+  CHECK(g.in_flight() == 3);
+  g.note_done(1);  // 2 + 3 fits
+  waiter.join();
+  CHECK(admitted.load());
+  CHECK(g.in_flight() == 5);
+}
+
+TEST_CASE_TEMPLATE("a thread waiting for more than the cap is admitted when the cap grows", G, GATES) {
+  G g{2};
+  std::atomic<bool> admitted{false};
+  std::thread waiter([&] {
+    g.admit(6);
+    admitted.store(true);
+  });
+  let_it_sleep();
+  CHECK_FALSE(admitted.load());
+  SUBCASE("set_cap") { g.set_cap(6); }
+  SUBCASE("adjust(ok), four times") {
+    for (int i = 0; i < 4; ++i) g.adjust(pressure::ok, 100);
+  }
+  waiter.join();
+  CHECK(g.in_flight() == 6);
+}
+
+TEST_CASE_TEMPLATE("a thread waiting for n does not hold back smaller admissions", G, GATES) {
+  G g{5};
+  REQUIRE(g.try_admit(3));
+  std::atomic<bool> admitted{false};
+  std::thread waiter([&] { admitted.store(g.try_admit_for(4, long_enough)); });
+  let_it_sleep();
+  CHECK(g.try_admit(2));  // 3 + 2 fits, whatever waits for 4
+  CHECK(g.in_flight() == 5);
+  CHECK_FALSE(admitted.load());
+  g.note_done(5);
+  waiter.join();
+  CHECK(admitted.load());
+  CHECK(g.in_flight() == 4);
+}
+
+TEST_CASE_TEMPLATE("a weighted timed wait that gives up counts nothing", G, GATES) {
+  G g{4};
+  REQUIRE(g.try_admit(2));
+  CHECK_FALSE(g.try_admit_for(3, 10ms));
+  CHECK_FALSE(g.try_admit_until(3, std::chrono::system_clock::now() + 5ms));
+  sluice::permit<G> refused{g, 3, 1ms};
+  CHECK_FALSE(refused);
+  CHECK(g.in_flight() == 2);
+  sluice::permit<G> fits{g, 2, long_enough};
+  CHECK(fits.units() == 2);
+  CHECK(g.in_flight() == 4);
+}

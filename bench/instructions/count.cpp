@@ -2,6 +2,7 @@
 // to count under callgrind. The script subtracts an N run from a 2N run, so the setup, the
 // warm-up and the program's start and exit cancel out and only the loop body is left.
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -63,11 +64,22 @@ int run_gate(long n) {
   return 0;
 }
 
+// The weighted pair, with a weight the compiler cannot fold.
+int run_gate_weighted(long n, std::int64_t units) {
+  sluice::gate g{sluice::gate_limit};
+  for (long i = 0; i < n; ++i) {
+    if (!g.try_admit(units)) return 2;
+    escape(&g);
+    g.note_done(units);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: count pool|pool_acquire|pool_runtime_size|pool_acquire_runtime_size|mutex_pool|mutex_pool_acquire|pool_resource|mutex_pool_resource|malloc|gate N [SIZE]\n");
+    std::fprintf(stderr, "usage: count pool|pool_acquire|pool_runtime_size|pool_acquire_runtime_size|mutex_pool|mutex_pool_acquire|pool_resource|mutex_pool_resource|malloc|gate|gate_weighted N [SIZE]\n");
     return 1;
   }
   const char* w = argv[1];
@@ -82,6 +94,7 @@ int main(int argc, char** argv) {
   if (!std::strcmp(w, "mutex_pool_resource")) return run_resource<sluice::mutex_pool_resource>(n);
   if (!std::strcmp(w, "malloc")) return run_malloc(n);
   if (!std::strcmp(w, "gate")) return run_gate(n);
+  if (!std::strcmp(w, "gate_weighted")) return run_gate_weighted(n, std::strtol(argc == 4 ? argv[3] : "1024", nullptr, 10));
   std::fprintf(stderr, "count: unknown workload %s\n", w);
   return 1;
 }

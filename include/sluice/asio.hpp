@@ -2,6 +2,8 @@
 //
 //   async_admit(g, token)   waits until g admits, as admit() does, then completes with
 //                           void(std::error_code, sluice::permit<Gate>); Gate: gate or mutex_gate
+//   async_admit(g, n, token)  the same for a weight n, as admit(n); the permit holds n. A weight
+//                           above gate_limit completes at once with invalid_argument
 //
 //   auto p = co_await sluice::async_admit(g, asio::use_awaitable);                 // throws on error
 //   auto [ec, p] = co_await sluice::async_admit(g, asio::as_tuple(asio::use_awaitable));
@@ -21,11 +23,12 @@
 //   own run (on a context that several threads run, keep the two on one strand);
 // - a context shut down (its io_context destroyed) with waits pending destroys their handlers
 //   without invoking them; the gate keeps its count and stays usable.
-// The gate's promises hold for async admissions: each is one try_admit, so never past the cap;
+// The gate's promises hold for async admissions: each is one try_admit(n), so never past the cap;
 // note_done, set_cap and adjust wake async waiters as they wake threads, and both may wait on one
 // gate. Fairness: async waiters of one gate are admitted in FIFO order, and while any is queued,
 // try_admit refuses and waiting threads wait on, so no stream of try_admit callers starves a
-// waiting coroutine; a thread waits behind every queued coroutine (docs/asio.md, Fairness). A
+// waiting coroutine; a thread waits behind every queued coroutine, and a queued wait for n
+// holds back the smaller ones queued after it (docs/asio.md, Fairness). A
 // gate with no async waiter pays nothing: try_admit and note_done are the same instructions; a
 // gate's waits cost time in its own waiters only, a cancellation O(1). A gate destroyed with
 // waits pending completes them with operation_aborted. A forked child inherits each wait queued

@@ -5,22 +5,27 @@
 // for room: admit()), finishers call note_done(); the cap follows memory pressure through
 // adjust(), or is set with set_cap(). Every call is one linearizable step, and the gate orders
 // memory as a semaphore does: note_done() releases, a call that observes the count acquires.
+// Each counting call takes a weight n (units: requests, bytes, tokens), 1 when left out.
 //
-//   note_submitted()    in_flight + 1, even past the cap; never refuses           lock-free
-//   note_done()         in_flight - 1, never below zero                           lock-free*
-//   try_admit()         if in_flight < cap: in_flight + 1 and true, in one step   lock-free
-//                       (refuses while an async waiter is queued: docs/asio.md)
-//   admit()             waits until in_flight < cap, then as try_admit            blocking
-//   try_admit_for(d)    admit(), giving up after d: false, and nothing counted    blocking
-//   try_admit_until(t)  admit(), giving up at t (any clock): false, nothing counted  blocking
-//   has_capacity()      whether try_admit would admit now, from one atomic load  wait-free
+//   note_submitted(n)   in_flight + n, even past the cap; never refuses           lock-free
+//   note_done(n)        in_flight - n, never below zero                           lock-free*
+//   try_admit(n)        if in_flight + n <= cap: in_flight + n and true, in one   lock-free
+//                       step (refuses while an async waiter is queued: docs/asio.md)
+//   admit(n)            waits until in_flight + n <= cap, then as try_admit       blocking
+//   try_admit_for(n, d) admit(n), giving up after d: false, and nothing counted   blocking
+//   try_admit_until(n, t) admit(n), giving up at t (any clock): false, nothing counted  blocking
+//   has_capacity()      whether try_admit() would admit now, from one atomic load wait-free
 //   in_flight(), cap()  the count, the cap                                        wait-free
 //   set_cap(c)          cap = clamp(c, 1, gate_limit); in_flight untouched        lock-free*
 //   adjust(p, max)      ok: min(cap + 1, max); soft, hard: cap - 1; never below 1  lock-free*
 //   * a call that finds waiters takes their parking spot's mutex for a moment to wake them
+// A weight below zero counts as zero (admitted at once, nothing counted); one above gate_limit is
+// never admitted (the try forms refuse, the waiting forms throw std::invalid_argument). Threads
+// that wait are not queued: a thread waiting for n does not hold back smaller admissions; async
+// waiters are, in FIFO order (docs/gate.md, WEIGHTS).
 //
-// mutex_gate: the same calls over a std::mutex. permit<G>: one admission held for a scope. The
-// whole contract (limits, progress, waiting, fork, memory ordering) is in docs/gate.md.
+// mutex_gate: the same calls over a std::mutex. permit<G>: admissions held for a scope. The
+// whole contract (limits, weights, progress, waiting, fork, memory ordering) is in docs/gate.md.
 #pragma once
 
 #include "sluice/detail/platform.hpp"
@@ -30,6 +35,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <stdexcept>
 #include <utility>
 
 #include "sluice/detail/async_wait.hpp"
@@ -55,17 +61,25 @@ std::chrono::steady_clock::time_point deadline_after(const std::chrono::duration
   return steady_clock::now() + ceil<nanoseconds>(wait);
 }
 
+// The weight that a waiting form may wait for: n, or std::invalid_argument when no cap could
+// ever admit it (a weight below zero counts as zero, as in the try forms).
+inline std::int64_t weight_to_wait_for(std::int64_t n) {
+  if (n > gate_limit) throw std::invalid_argument("sluice gate: a weight above gate_limit is never admitted");
+  return n;
+}
+
 // try_admit_until for both gates: tries, and while there is no room and time is left, waits on
 // the steady clock, checking the caller's clock after each wait. The time left is reckoned in
 // floating-point seconds, so that no deadline, however coarse its unit or far its date,
 // overflows a conversion; a NaN deadline has no time left.
 template <class Gate, class Clock, class Duration>
-bool admit_by(Gate& g, const std::chrono::time_point<Clock, Duration>& deadline) {
+bool admit_by(Gate& g, std::int64_t n, const std::chrono::time_point<Clock, Duration>& deadline) {
   using seconds = std::chrono::duration<long double>;
-  while (!g.try_admit()) {
+  weight_to_wait_for(n);
+  while (!g.try_admit(n)) {
     const seconds left = seconds(deadline.time_since_epoch()) - seconds(Clock::now().time_since_epoch());
     if (!(left > seconds::zero())) return false;
-    if (g.wait_admit(deadline_after(left))) return true;
+    if (g.wait_admit(n, deadline_after(left))) return true;
   }
   return true;
 }
@@ -76,11 +90,19 @@ class timed_admissions {
  public:
   template <class Rep, class Period>
   [[nodiscard]] bool try_admit_for(const std::chrono::duration<Rep, Period>& timeout) {
-    return admit_by(static_cast<Gate&>(*this), deadline_after(timeout));
+    return try_admit_for(1, timeout);
+  }
+  template <class Rep, class Period>
+  [[nodiscard]] bool try_admit_for(std::int64_t n, const std::chrono::duration<Rep, Period>& timeout) {
+    return admit_by(static_cast<Gate&>(*this), n, deadline_after(timeout));
   }
   template <class Clock, class Duration>
   [[nodiscard]] bool try_admit_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    return admit_by(static_cast<Gate&>(*this), deadline);
+    return try_admit_until(1, deadline);
+  }
+  template <class Clock, class Duration>
+  [[nodiscard]] bool try_admit_until(std::int64_t n, const std::chrono::time_point<Clock, Duration>& deadline) {
+    return admit_by(static_cast<Gate&>(*this), n, deadline);
   }
 };
 }  // namespace detail
@@ -93,10 +115,14 @@ class gate : public detail::timed_admissions<gate> {
   gate(const gate&) = delete;
   gate& operator=(const gate&) = delete;
 
-  void note_submitted() noexcept;           // in_flight + 1, even past the cap
-  void note_done() noexcept;                // in_flight - 1, never below zero; a release
-  [[nodiscard]] bool try_admit() noexcept;  // in_flight + 1 and true if below the cap, else false
-  void admit();                             // waits for room, then admits as try_admit
+  void note_submitted() noexcept;                        // in_flight + 1, even past the cap
+  void note_submitted(std::int64_t n) noexcept;          // in_flight + n, at most gate_limit
+  void note_done() noexcept;                             // in_flight - 1, never below zero; a release
+  void note_done(std::int64_t n) noexcept;               // in_flight - n, never below zero; a release
+  [[nodiscard]] bool try_admit() noexcept;               // in_flight + 1 and true if below the cap
+  [[nodiscard]] bool try_admit(std::int64_t n) noexcept; // in_flight + n and true if within the cap
+  void admit();                                          // waits for room, then admits as try_admit
+  void admit(std::int64_t n);                            // the same for n
   using detail::timed_admissions<gate>::try_admit_for;    // admit(), giving up after a timeout
   using detail::timed_admissions<gate>::try_admit_until;  // admit(), giving up at a deadline
   [[nodiscard]] bool has_capacity() const noexcept;       // whether try_admit would admit now
@@ -107,13 +133,14 @@ class gate : public detail::timed_admissions<gate> {
 
  private:
   template <class G, class C, class D>
-  friend bool detail::admit_by(G&, const std::chrono::time_point<C, D>&);
-  // Waits for room until the deadline; true once admitted, false when the deadline passed.
-  bool wait_admit(std::chrono::steady_clock::time_point deadline);
+  friend bool detail::admit_by(G&, std::int64_t, const std::chrono::time_point<C, D>&);
+  // Waits for room for n until the deadline; true once admitted, false when the deadline passed.
+  bool wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline);
   // Touches only g's parking spot, never *g, unless an async waiter of g is queued there.
   static void wake(const gate* g) noexcept;
   friend void detail::async_wait(gate&, detail::async_waiter&) noexcept;
   struct async_access;  // lib/gate.cpp's grant loop
+  struct counting;      // lib/gate.cpp: the bodies that the unit and weighted calls share
 
   // Invariant: bits 0-30 hold in_flight, bits 32-62 hold cap, both at most gate_limit; bit 31
   // marks that a thread or an async waiter may be waiting; bit 63 that async waiters are queued.
@@ -129,9 +156,13 @@ class mutex_gate : public detail::timed_admissions<mutex_gate> {
   mutex_gate& operator=(const mutex_gate&) = delete;
 
   void note_submitted() noexcept;
+  void note_submitted(std::int64_t n) noexcept;
   void note_done() noexcept;
+  void note_done(std::int64_t n) noexcept;
   [[nodiscard]] bool try_admit() noexcept;
+  [[nodiscard]] bool try_admit(std::int64_t n) noexcept;
   void admit();
+  void admit(std::int64_t n);
   using detail::timed_admissions<mutex_gate>::try_admit_for;
   using detail::timed_admissions<mutex_gate>::try_admit_until;
   [[nodiscard]] bool has_capacity() const noexcept;
@@ -142,8 +173,8 @@ class mutex_gate : public detail::timed_admissions<mutex_gate> {
 
  private:
   template <class G, class C, class D>
-  friend bool detail::admit_by(G&, const std::chrono::time_point<C, D>&);
-  bool wait_admit(std::chrono::steady_clock::time_point deadline);
+  friend bool detail::admit_by(G&, std::int64_t, const std::chrono::time_point<C, D>&);
+  bool wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline);
   void wake_if_waiting(std::unique_lock<std::mutex>& lock) noexcept;
   friend void detail::async_wait(mutex_gate&, detail::async_waiter&) noexcept;
   struct async_access;  // lib/gate.cpp's grant loop
@@ -164,11 +195,17 @@ concept admission_gate =
     requires(G& g, const G& cg, std::int64_t n, pressure p, std::chrono::milliseconds d,
              std::chrono::steady_clock::time_point t) {
       { g.note_submitted() } noexcept -> std::same_as<void>;
+      { g.note_submitted(n) } noexcept -> std::same_as<void>;
       { g.note_done() } noexcept -> std::same_as<void>;
+      { g.note_done(n) } noexcept -> std::same_as<void>;
       { g.try_admit() } noexcept -> std::same_as<bool>;
+      { g.try_admit(n) } noexcept -> std::same_as<bool>;
       { g.admit() } -> std::same_as<void>;
+      { g.admit(n) } -> std::same_as<void>;
       { g.try_admit_for(d) } -> std::same_as<bool>;
+      { g.try_admit_for(n, d) } -> std::same_as<bool>;
       { g.try_admit_until(t) } -> std::same_as<bool>;
+      { g.try_admit_until(n, t) } -> std::same_as<bool>;
       { cg.has_capacity() } noexcept -> std::same_as<bool>;
       { cg.in_flight() } noexcept -> std::same_as<std::int64_t>;
       { cg.cap() } noexcept -> std::same_as<std::int64_t>;
@@ -183,44 +220,63 @@ struct until_admitted_t {
 };
 inline constexpr until_admitted_t until_admitted{};
 
-// One admission held for a scope: note_done() runs when the permit is destroyed or released.
+// Admissions held for a scope: note_done(n) runs when the permit is destroyed or released.
 //
 //   if (sluice::permit p{g}) { ...work...; }        // try_admit(); empty when refused
 //   sluice::permit p{g, sluice::until_admitted};   // admit(): waits for room
 //   if (sluice::permit p{g, 50ms}) { ... }         // try_admit_for(50ms); empty when it gave up
 //   if (sluice::permit p{g, deadline}) { ... }     // try_admit_until(deadline), any clock
 //   g.note_submitted(); sluice::permit p{g, std::adopt_lock};  // takes over a counted one
+// and each with a weight n after the gate: permit p{g, n}, permit p{g, n, until_admitted},
+// permit p{g, n, 50ms}, permit p{g, n, deadline}, permit p{g, n, std::adopt_lock}.
 template <class Gate>
 class permit {
  public:
   permit() noexcept = default;
-  explicit permit(Gate& g) noexcept : gate_(g.try_admit() ? &g : nullptr) {}
-  permit(Gate& g, until_admitted_t) : gate_((g.admit(), &g)) {}
+  explicit permit(Gate& g) noexcept : permit(g, 1) {}
+  permit(Gate& g, std::int64_t n) noexcept : permit(g.try_admit(n) ? &g : nullptr, n) {}
+  permit(Gate& g, until_admitted_t) : permit(g, 1, until_admitted) {}
+  permit(Gate& g, std::int64_t n, until_admitted_t) : permit((g.admit(n), &g), n) {}
   template <class Rep, class Period>
-  permit(Gate& g, const std::chrono::duration<Rep, Period>& timeout) : gate_(g.try_admit_for(timeout) ? &g : nullptr) {}
+  permit(Gate& g, const std::chrono::duration<Rep, Period>& timeout) : permit(g, 1, timeout) {}
+  template <class Rep, class Period>
+  permit(Gate& g, std::int64_t n, const std::chrono::duration<Rep, Period>& timeout)
+      : permit(g.try_admit_for(n, timeout) ? &g : nullptr, n) {}
   template <class Clock, class Duration>
-  permit(Gate& g, const std::chrono::time_point<Clock, Duration>& deadline)
-      : gate_(g.try_admit_until(deadline) ? &g : nullptr) {}
-  permit(Gate& g, std::adopt_lock_t) noexcept : gate_(&g) {}
-  permit(permit&& other) noexcept : gate_(std::exchange(other.gate_, nullptr)) {}
+  permit(Gate& g, const std::chrono::time_point<Clock, Duration>& deadline) : permit(g, 1, deadline) {}
+  template <class Clock, class Duration>
+  permit(Gate& g, std::int64_t n, const std::chrono::time_point<Clock, Duration>& deadline)
+      : permit(g.try_admit_until(n, deadline) ? &g : nullptr, n) {}
+  permit(Gate& g, std::adopt_lock_t) noexcept : permit(&g, 1) {}
+  permit(Gate& g, std::int64_t n, std::adopt_lock_t) noexcept : permit(&g, n) {}
+  permit(permit&& other) noexcept
+      : gate_(std::exchange(other.gate_, nullptr)), units_(std::exchange(other.units_, 0)) {}
   permit& operator=(permit&& other) noexcept {
     if (this != &other) {
       release();
       gate_ = std::exchange(other.gate_, nullptr);
+      units_ = std::exchange(other.units_, 0);
     }
     return *this;
   }
   ~permit() { release(); }
 
+  // Whether it holds an admission (of weight zero, too).
   explicit operator bool() const noexcept { return gate_ != nullptr; }
+  // The weight it holds: 0 when empty.
+  [[nodiscard]] std::int64_t units() const noexcept { return units_; }
 
   // Gives the admission back now; the permit then holds nothing.
   void release() noexcept {
-    if (gate_ != nullptr) std::exchange(gate_, nullptr)->note_done();
+    if (gate_ != nullptr) std::exchange(gate_, nullptr)->note_done(std::exchange(units_, 0));
   }
 
  private:
+  // A weight below zero counts as zero, as the gates count it.
+  permit(Gate* g, std::int64_t n) noexcept : gate_(g), units_(g != nullptr && n > 0 ? n : 0) {}
+
   Gate* gate_ = nullptr;
+  std::int64_t units_ = 0;
 };
 
 }  // namespace sluice

@@ -6,6 +6,8 @@
     g.admit(timeout=None)                  # -> bool; waits with the GIL released
     with g.permit(timeout=None): ...       # one admission for the block
     await g.admit_async(timeout=None)      # asyncio: waits without blocking the loop
+    g.try_admit(n); g.admit(timeout, n=n); g.permit(timeout, n=n); g.admit_async(timeout, n=n)
+    g.note_submitted(n); g.note_done(n)    # each call with a weight n (default 1)
 
     p = sluice.Pool(bound=1024, ceiling=4 << 20)   # sluice.MutexPool alike
     b = p.acquire(n); memoryview(b)[:] = ...; p.retire(b)
@@ -169,9 +171,11 @@ async def _settled():
 class _AsyncMixin:
     __slots__ = ()
 
-    async def admit_async(self, timeout=None):
-        """Waits for an admission without blocking the event loop: True, or False when timeout
-        (seconds) passed first, with nothing counted. The gate's async waiters are served first
+    async def admit_async(self, timeout=None, *, n=1):
+        """Waits for an admission of n without blocking the event loop: True, or False when timeout
+        (seconds) passed first, with nothing counted. A queued wait for n holds back the smaller
+        waits queued after it (first come, first served); n = 0 is admitted at once, n above
+        GATE_LIMIT raises ValueError. The gate's async waiters are served first
         come, first served (a newcomer waits behind them; try_admit and admit() refuse while one
         is queued), by the gate's own queue: the note_done (set_cap, adjust) that makes room
         hands the admission to the loop, through a channel (an eventfd) per loop. No thread is
@@ -182,7 +186,9 @@ class _AsyncMixin:
         loop's channel cannot be made (no file descriptor left), MemoryError when the wait
         cannot be: nothing is queued then."""
         timeout = _sluice._seconds(timeout)  # None: for ever
-        if self.try_admit():  # refuses while a waiter of the gate is queued: none is overtaken
+        # try_admit checks n (TypeError, ValueError below zero); _wait_async refuses one above
+        # GATE_LIMIT (ValueError, nothing queued)
+        if self.try_admit(n):  # refuses while a waiter of the gate is queued: none is overtaken
             return True
         loop = asyncio.get_running_loop()
         channel = _channel_for(loop)
@@ -199,7 +205,7 @@ class _AsyncMixin:
 
                 timer = loop.call_later(timeout, expire)
             channel.futures[wait_id] = future
-            self._wait_async(channel.native, wait_id)  # may be admitted at once: the drain resolves it
+            self._wait_async(channel.native, wait_id, n)  # may be admitted at once: the drain resolves it
         except BaseException:  # nothing queued
             channel.futures.pop(wait_id, None)
             if timer is not None:
@@ -210,7 +216,7 @@ class _AsyncMixin:
             return True
         except BaseException as e:
             if future.done() and not future.cancelled():
-                self.note_done()  # admitted, but the task was cancelled (or closed) on its way back
+                self.note_done(n)  # admitted, but the task was cancelled (or closed) on its way back
                 raise
             if expired and isinstance(e, asyncio.CancelledError):
                 task = asyncio.current_task()

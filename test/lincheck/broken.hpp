@@ -33,6 +33,7 @@ class lossy_adjust_gate : public sluice::gate {
 class racy_admit_gate : public sluice::gate {
  public:
   using sluice::gate::gate;
+  using sluice::gate::try_admit;  // the weighted form stays sound: the unit one is broken
   bool try_admit() noexcept {
     if (!has_capacity()) return false;
     std::this_thread::yield();
@@ -49,6 +50,7 @@ class racy_admit_gate : public sluice::gate {
 class unchecked_wake_gate : public sluice::gate {
  public:
   using sluice::gate::gate;
+  using sluice::gate::try_admit_for;  // the weighted form stays sound: the unit one is broken
   template <class Rep, class Period>
   bool try_admit_for(const std::chrono::duration<Rep, Period>& timeout) {
     if (try_admit()) return true;

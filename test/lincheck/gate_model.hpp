@@ -27,6 +27,7 @@ inline constexpr std::chrono::microseconds wait_timeout{300};
 struct gate_call {
   gate_op op = gate_op::in_flight;
   std::int64_t arg = 0;                       // set_cap's cap, adjust's max_cap
+  std::int64_t units = 1;                     // the weight of the counting calls; 1: the unit forms
   sluice::pressure p = sluice::pressure::ok;  // adjust's
   std::int64_t answer = 0;                    // try_admit, has_capacity: 0 or 1; in_flight, cap: the value
 };
@@ -35,10 +36,12 @@ struct gate_call {
 template <class Gate>
 void perform(Gate& g, gate_call& c) {
   switch (c.op) {
-    case gate_op::note_submitted: g.note_submitted(); break;
-    case gate_op::note_done: g.note_done(); break;
-    case gate_op::try_admit: c.answer = g.try_admit(); break;
-    case gate_op::admit_for: c.answer = g.try_admit_for(wait_timeout); break;
+    case gate_op::note_submitted: c.units == 1 ? g.note_submitted() : g.note_submitted(c.units); break;
+    case gate_op::note_done: c.units == 1 ? g.note_done() : g.note_done(c.units); break;
+    case gate_op::try_admit: c.answer = c.units == 1 ? g.try_admit() : g.try_admit(c.units); break;
+    case gate_op::admit_for:
+      c.answer = c.units == 1 ? g.try_admit_for(wait_timeout) : g.try_admit_for(c.units, wait_timeout);
+      break;
     case gate_op::has_capacity: c.answer = g.has_capacity(); break;
     case gate_op::in_flight: c.answer = g.in_flight(); break;
     case gate_op::cap: c.answer = g.cap(); break;
@@ -57,13 +60,15 @@ class gate_model final : public model {
   void step(const state& s, std::size_t i, std::vector<state>& next) const override {
     const gate_call& c = calls_[i];
     std::int64_t cap = s[0], count = s[1];
+    const std::int64_t n = std::max<std::int64_t>(c.units, 0);  // a weight below zero counts as zero
     switch (c.op) {
-      case gate_op::note_submitted: count = std::min(count + 1, sluice::gate_limit); break;  // saturates
-      case gate_op::note_done: count = std::max<std::int64_t>(count - 1, 0); break;       // the floor
+      case gate_op::note_submitted: count = std::min(count + n, sluice::gate_limit); break;  // saturates
+      case gate_op::note_done: count = std::max<std::int64_t>(count - n, 0); break;       // the floor
       case gate_op::try_admit:
       case gate_op::admit_for:
-        if (c.answer != (count < cap)) return;
-        count += c.answer;
+        // all n or nothing; zero is admitted at once
+        if (c.answer != (n == 0 || (n <= sluice::gate_limit && count + n <= cap))) return;
+        count += c.answer * n;
         break;
       case gate_op::has_capacity:
         if (c.answer != (count < cap)) return;
@@ -87,11 +92,13 @@ class gate_model final : public model {
   std::string show(std::size_t i) const override {
     const gate_call& c = calls_[i];
     const std::string n = std::to_string(c.answer);
+    const std::string w = c.units == 1 ? "" : std::to_string(c.units);
+    const std::string wc = c.units == 1 ? "" : w + ", ";
     switch (c.op) {
-      case gate_op::note_submitted: return "note_submitted()";
-      case gate_op::note_done: return "note_done()";
-      case gate_op::try_admit: return std::string("try_admit() -> ") + (c.answer ? "true" : "false");
-      case gate_op::admit_for: return std::string("try_admit_for(300us) -> ") + (c.answer ? "true" : "false");
+      case gate_op::note_submitted: return "note_submitted(" + w + ")";
+      case gate_op::note_done: return "note_done(" + w + ")";
+      case gate_op::try_admit: return "try_admit(" + w + ") -> " + (c.answer ? "true" : "false");
+      case gate_op::admit_for: return "try_admit_for(" + wc + "300us) -> " + (c.answer ? "true" : "false");
       case gate_op::has_capacity: return std::string("has_capacity() -> ") + (c.answer ? "true" : "false");
       case gate_op::in_flight: return "in_flight() -> " + n;
       case gate_op::cap: return "cap() -> " + n;

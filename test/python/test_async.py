@@ -655,3 +655,55 @@ def test_a_gate_collected_with_a_wait_queued_leaves_nothing_behind(gate_type):
     assert gone() is None
     other = gate_type(1)
     assert asyncio.run(other.admit_async(timeout=1)) is True
+
+
+def test_a_waiting_task_for_n_holds_back_the_smaller_ones_after_it(gate_type):
+    async def main():
+        g = gate_type(4)
+        assert g.try_admit(3)
+        order = []
+
+        async def task(i, n):
+            assert await g.admit_async(timeout=30, n=n)
+            order.append((i, n))
+
+        big = asyncio.create_task(task(0, 3))
+        await asyncio.sleep(0)  # queued: 3 + 3 > 4
+        small = asyncio.create_task(task(1, 1))
+        await asyncio.sleep(0)  # queued behind it, though 3 + 1 fits
+        assert g.try_admit() is False  # nor does a try overtake them
+        await asyncio.sleep(0.01)
+        assert order == [] and g.in_flight == 3
+        g.note_done(2)  # 1 + 3: the big one in, then the small one no longer fits
+        await big
+        assert order == [(0, 3)] and g.in_flight == 4
+        g.note_done(1)
+        await small
+        assert order == [(0, 3), (1, 1)] and g.in_flight == 4
+        assert await g.admit_async(n=0) is True  # zero: at once
+        with pytest.raises(ValueError):
+            await g.admit_async(n=sluice.GATE_LIMIT + 1)
+        with pytest.raises(ValueError):
+            await g.admit_async(n=-1)
+        assert g.in_flight == 4
+
+    asyncio.run(main())
+
+
+def test_a_weighted_wait_that_times_out_or_is_cancelled_counts_nothing(gate_type):
+    async def main():
+        g = gate_type(3)
+        assert await g.admit_async(timeout=0.01, n=4) is False  # above the cap, for 10 ms
+        assert g.in_flight == 0
+        t = asyncio.create_task(g.admit_async(n=5))
+        await asyncio.sleep(0.01)
+        t.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t
+        await settle()
+        assert g.in_flight == 0
+        g.set_cap(5)
+        assert await g.admit_async(timeout=5, n=5) is True
+        assert g.in_flight == 5
+
+    asyncio.run(main())

@@ -285,3 +285,84 @@ def test_no_object_changes_class_and_no_class_mixes_a_buffer_in(gate_type):
     for base in (_sluice.Buffer, _sluice.Pool, _sluice.PoolStats):
         with pytest.raises(TypeError):
             type("Mixed", (_sluice.Gate, base), {})
+
+
+def test_weights_admit_all_or_nothing_and_count_back(gate_type):
+    g = gate_type(10)
+    assert g.try_admit(7) is True and g.in_flight == 7
+    assert g.try_admit(4) is False and g.in_flight == 7  # 11 > 10: nothing counted
+    assert g.try_admit(n=3) is True and g.in_flight == 10
+    g.note_done(6)
+    assert g.in_flight == 4
+    g.note_submitted(20)  # past the cap: never refuses
+    assert g.in_flight == 24
+    g.note_done(100)  # the floor
+    assert g.in_flight == 0
+    assert g.try_admit(0) is True and g.in_flight == 0  # zero: at once, nothing counted
+    assert g.try_admit(11) is False  # above the cap: refused at once
+    assert g.try_admit(sluice.GATE_LIMIT + 1) is False and g.try_admit(2**80) is False
+    g.note_submitted(2**80)  # saturates
+    assert g.in_flight == sluice.GATE_LIMIT
+    g.note_done(2**80)
+    assert g.in_flight == 0
+
+
+def test_weighted_waits_permits_and_their_bad_arguments(gate_type):
+    g = gate_type(4)
+    assert g.admit(timeout=1, n=3) is True
+    assert g.admit(0.01, n=2) is False and g.in_flight == 3  # 5 > 4: gave up, nothing counted
+    with pytest.raises(TimeoutError):
+        with g.permit(0.01, n=2):
+            pass
+    g.note_done(3)
+    with g.permit(n=4) as p:
+        assert p is not None and g.in_flight == 4
+    assert g.in_flight == 0
+    for bad in (-1, -(2**80)):
+        with pytest.raises(ValueError):
+            g.try_admit(bad)
+        with pytest.raises(ValueError):
+            g.note_done(bad)
+    for bad in (1.5, "2", True, None):
+        with pytest.raises(TypeError):
+            g.try_admit(bad)
+    for call in (lambda: g.admit(n=sluice.GATE_LIMIT + 1), lambda: g.permit(n=2**80)):
+        with pytest.raises(ValueError):
+            call()
+    assert g.in_flight == 0
+
+
+def test_a_thread_waiting_for_more_than_the_cap_is_admitted_when_it_grows(gate_type):
+    g = gate_type(2)
+    result = []
+    t = threading.Thread(target=lambda: result.append(g.admit(timeout=30, n=5)))
+    t.start()
+    g.try_admit(2)  # a smaller request that fits goes ahead of the waiting one
+    g.note_done(2)
+    g.set_cap(5)
+    t.join(30)
+    assert result == [True] and g.in_flight == 5
+
+
+def test_the_twins_answer_alike_with_weights():
+    rng = random.Random(11)
+    for _ in range(200):
+        cap = rng.randint(1, 8)
+        a, b = sluice.Gate(cap), sluice.MutexGate(cap)
+        for _ in range(60):
+            op = rng.choice(["sub", "done", "try", "cap"])
+            n = rng.choice([0, 1, 2, 3, 5, 9, sluice.GATE_LIMIT, sluice.GATE_LIMIT + 1])
+            answers = []
+            for g in (a, b):
+                if op == "sub":
+                    answers.append(g.note_submitted(n))
+                elif op == "done":
+                    answers.append(g.note_done(n))
+                elif op == "try":
+                    answers.append(g.try_admit(n))
+                else:
+                    answers.append(g.set_cap(rng.randint(1, 8)) if g is a else None)
+                    if g is a:
+                        b.set_cap(a.cap)
+            assert answers[0] == answers[1]
+            assert (a.in_flight, a.cap, a.has_capacity) == (b.in_flight, b.cap, b.has_capacity)

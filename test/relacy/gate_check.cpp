@@ -69,23 +69,57 @@ struct counts : rl::test_suite<counts, 3> {
   }
 };
 
+// The same with weights: two threads admit 2 at a time under a cap of 3 (so one of them at a
+// time) while a third moves the cap; never more than 3 held, all of n or nothing, and every count
+// back at zero.
+struct weighted_counts : rl::test_suite<weighted_counts, 3> {
+  std::optional<sluice::gate> gate;
+  rl::atomic<int> admitted;  // the units the test holds
+
+  void before() {
+    gate.emplace(3);
+    admitted($) = 0;
+  }
+  void thread(unsigned index) {
+    if (index == 2) {
+      gate->adjust(sluice::pressure::hard, 4);  // cap 3 -> 2
+      gate->set_cap(3);
+      return;
+    }
+    const std::int64_t n = 2;
+    for (int round = 0; round < 2; ++round) {
+      if (!gate->try_admit(n)) continue;
+      RL_ASSERT(admitted($).fetch_add(static_cast<int>(n), rl::mo_relaxed) + n <= 3);
+      admitted($).fetch_sub(static_cast<int>(n), rl::mo_relaxed);
+      gate->note_done(n);
+    }
+  }
+  void after() {
+    RL_ASSERT(gate->in_flight() == 0);
+    RL_ASSERT(gate->cap() == 3);
+    gate.reset();
+  }
+};
+
 // (W): a thread that finds the gate full waits in admit(); a note_done() or a raised cap on
 // another thread must wake it. A lost wake-up leaves it asleep for good, which Relacy reports as
 // a deadlock. The payload checks the publication along the waiting path.
-template <bool raise_cap>
-struct wake : rl::test_suite<wake<raise_cap>, 2> {
+// With Weight 2 the waiter waits for two units: the cap of 2 holds one (note_done frees it),
+// or the cap of 1 is raised to 2 (in_flight 0), so that either call makes room for both.
+template <bool raise_cap, std::int64_t Weight = 1>
+struct wake : rl::test_suite<wake<raise_cap, Weight>, 2> {
   std::optional<sluice::gate> gate;
   rl::var<int> payload;
 
   void before() {
     spot.emplace();
-    gate.emplace(1);
-    gate->note_submitted();
+    gate.emplace(Weight == 1 || !raise_cap ? Weight : 1);
+    if (Weight == 1 || !raise_cap) gate->note_submitted();
     payload($) = 0;
   }
   void thread(unsigned index) {
     if (index == 0) {
-      gate->admit();
+      gate->admit(Weight);
       if (!raise_cap) RL_ASSERT(payload($) == 1);
     } else {
       payload($) = 1;
@@ -97,7 +131,7 @@ struct wake : rl::test_suite<wake<raise_cap>, 2> {
     }
   }
   void after() {
-    RL_ASSERT(gate->in_flight() == (raise_cap ? 2 : 1));
+    RL_ASSERT(gate->in_flight() == (Weight == 1 ? (raise_cap ? 2 : 1) : Weight));
     gate.reset();
     spot.reset();
   }
@@ -113,6 +147,18 @@ TEST_CASE("gate: note_done publishes to the thread that sees its count") {
 TEST_CASE("gate: the cap, the floor and every count, with the cap moving") {
   expect_passes("gate counts, every schedule of <= 2 preemptions", explore<counts>(every_schedule(2)));
   expect_passes("gate counts, random schedules", explore<counts>(random_schedules(100'000)));
+}
+
+TEST_CASE("gate: weighted admissions, all or nothing, within the cap, with the cap moving") {
+  expect_passes("gate weighted counts, every schedule of <= 1 preemption", explore<weighted_counts>(every_schedule(1)));
+  expect_passes("gate weighted counts, random schedules", explore<weighted_counts>(random_schedules(100'000)));
+}
+
+TEST_CASE("gate: a waiting admit(2) is woken by the note_done and by the raised cap that make room for both (W)") {
+  expect_passes("gate weighted wake by note_done, every schedule of <= 3 preemptions",
+                explore<wake<false, 2>>(every_schedule(3)));
+  expect_passes("gate weighted wake by set_cap, every schedule of <= 3 preemptions",
+                explore<wake<true, 2>>(every_schedule(3)));
 }
 
 TEST_CASE("gate: a waiting admit is woken by note_done and by a raised cap (W)") {

@@ -235,7 +235,7 @@ struct admit_op final : admit_op_base {
       admit_completion<Handler, Gate> done{
           std::move(op->handler),
           admitted ? error_code() : error_code(net::error::operation_aborted),
-          admitted ? permit<Gate>(op->gate_, std::adopt_lock) : permit<Gate>()};
+          admitted ? permit<Gate>(op->gate_, op->units, std::adopt_lock) : permit<Gate>()};
       tracked_executor_t<Handler> work = std::move(op->work);
       free(op, alloc);
       // post, never dispatch: not inside async_admit, nor inside the note_done that made room.
@@ -249,7 +249,7 @@ struct admit_op final : admit_op_base {
     auto* op = static_cast<admit_op*>(w);
     admit_service& service = *op->service;
     if (admitted) {
-      const permit<Gate> admission(op->gate_, std::adopt_lock);  // given back here
+      const permit<Gate> admission(op->gate_, op->units, std::adopt_lock);  // given back here
     }
     service.end_discard();  // the shutdown frees the node
   }
@@ -268,14 +268,17 @@ net::execution_context& context_of(const Executor& ex) {
 
 struct initiate_admit {
   template <class Handler, class Gate>
-  void operator()(Handler&& handler, Gate* g) const {
+  void operator()(Handler&& handler, Gate* g, std::int64_t n) const {
     using handler_type = std::decay_t<Handler>;
     using op_type = admit_op<Gate, handler_type>;
     // Room at once: no node, no queue, only the post. try_admit refuses while a waiter of the
     // gate is queued, so this cannot overtake one (FIFO). Not cancellable: it has completed.
-    if (g->try_admit()) {
-      admit_completion<handler_type, Gate> done{std::forward<Handler>(handler), error_code(),
-                                                permit<Gate>(*g, std::adopt_lock)};
+    // A weight that no cap admits completes at once with invalid_argument, counting nothing.
+    const bool never = n > gate_limit;
+    if (never || g->try_admit(n)) {
+      admit_completion<handler_type, Gate> done{
+          std::forward<Handler>(handler), never ? error_code(net::error::invalid_argument) : error_code(),
+          never ? permit<Gate>() : permit<Gate>(*g, n, std::adopt_lock)};
       const auto executor = net::get_associated_executor(done.handler);
       net::post(executor, std::move(done));  // never inside async_admit; a throw gives it back
       return;
@@ -294,6 +297,7 @@ struct initiate_admit {
     op->discard = &op_type::drop;
     op->destroy = &op_type::destroy_op;
     op->gate = g;
+    op->units = n;
     op->service = &service;
     op->handle = handle;
     if (!service.add(*op)) {
@@ -314,8 +318,15 @@ concept own_token = net::completion_token_for<Token, void(error_code, permit<Gat
 
 // Waits for an admission without blocking a thread: see <sluice/asio.hpp>.
 template <asio_gate Gate, own_token<Gate> CompletionToken>
+auto async_admit(Gate& gate, std::int64_t n, CompletionToken&& token) {
+  // n as a prvalue: a deferred operation keeps its arguments as they are passed, and must not
+  // keep a reference to this call's parameter
+  return net::async_initiate<CompletionToken, void(error_code, permit<Gate>)>(initiate_admit{}, token, &gate,
+                                                                               std::int64_t{n});
+}
+template <asio_gate Gate, own_token<Gate> CompletionToken>
 auto async_admit(Gate& gate, CompletionToken&& token) {
-  return net::async_initiate<CompletionToken, void(error_code, permit<Gate>)>(initiate_admit{}, token, &gate);
+  return async_admit(gate, 1, std::forward<CompletionToken>(token));
 }
 
 }  // namespace sluice::detail::SLUICE_ASIO_DETAIL

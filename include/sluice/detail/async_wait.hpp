@@ -3,6 +3,8 @@
 // that its gate's queue links while it waits (docs/asio.md).
 #pragma once
 
+#include <cstdint>
+
 namespace sluice {
 class gate;
 class mutex_gate;
@@ -36,6 +38,7 @@ struct async_waiter {
   bool (*hand_over)(async_waiter*, bool admitted) noexcept = nullptr;
   void (*discard)(async_waiter*, bool admitted) noexcept = nullptr;
   const void* gate = nullptr;  // the gate waited on
+  std::int64_t units = 1;      // the weight waited for, in [1, gate_limit]
   const async_gate_ops* ops = nullptr;  // set by async_wait
   // Where a canceller keeps this node's address (null: no cancellation). Set to the node when it
   // is queued and to null, under the spot's mutex, when it leaves the queue in any way: the
