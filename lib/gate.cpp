@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "cpu_relax.hpp"
 #include "parking.hpp"
 
 namespace sluice {
+
+const std::error_category& gate_category() noexcept;
+
 namespace {
 
 constexpr std::int64_t clamp_cap(std::int64_t cap) noexcept {
@@ -45,6 +49,18 @@ constexpr std::int64_t count_of(std::uint64_t word) noexcept {
 
 // A weight as the gates count it: below zero, zero (docs/gate.md, WEIGHTS).
 constexpr std::int64_t weight(std::int64_t n) noexcept { return n < 0 ? 0 : n; }
+
+// A closed gate's cap field is 0, below every cap that clamp_cap makes.
+constexpr std::uint64_t cap_bits = (std::uint64_t{gate_limit} << cap_shift);
+constexpr bool closed_word(std::uint64_t word) noexcept { return (word & cap_bits) == 0; }
+
+class gate_error_category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "sluice.gate"; }
+  std::string message(int e) const override {
+    return e == static_cast<int>(gate_errc::closed) ? "the gate is closed" : "unknown sluice.gate error";
+  }
+};
 
 // ---- the queues of async waiters (docs/asio.md) ---------------------------------------------
 //
@@ -147,6 +163,36 @@ detail::async_waiter* grant(detail::parking_spot& spot, const void* g, Take take
   return begin_hand_over(spot, taken);
 }
 
+// Under the spot's mutex: w leaves the queue unadmitted. The gate is alive (a queued wait needs
+// it), so it may be told; the spot's threads are woken when the last waiter of the gate left, as
+// the queue may have been all that turned them away. Answers whether it was the last.
+bool leave_unadmitted(detail::parking_spot& spot, detail::async_waiter& w) noexcept {
+  const bool last = !unlink_waiter(spot, w);
+  w.ops->left_unadmitted(w.gate, last);
+  if (last) spot.wake.notify_all();
+  return last;
+}
+
+// A closed gate's waiters: every one of g queued on the spot leaves, unadmitted and marked
+// closed; with them, the threads waiting on the spot are woken (they find the gate closed).
+void close_waiters(const void* g) noexcept {
+  detail::parking_spot& spot = detail::parking_for(g);
+  detail::async_waiter* taken = nullptr;
+  {
+    std::lock_guard lock(spot.mutex);
+    detail::async_waiter** tail = &taken;
+    while (detail::async_waiter* const w = spot.queues.head(g)) {
+      w->closed = true;
+      leave_unadmitted(spot, *w);
+      *tail = w;
+      tail = &w->next;
+    }
+    begin_hand_over(spot, taken);
+  }
+  spot.wake.notify_all();
+  hand_over(spot, taken, false);
+}
+
 // A gate destroyed with waits queued: they leave unadmitted (operation_aborted), and the gate is
 // not touched (docs/gate.md, LIFETIME).
 void abandon_waiters(const void* g) noexcept {
@@ -167,6 +213,11 @@ void abandon_waiters(const void* g) noexcept {
 
 }  // namespace
 
+const std::error_category& gate_category() noexcept {
+  static const gate_error_category category;
+  return category;
+}
+
 // ---- gate ------------------------------------------------------------------------------------
 //
 // Ordering pairs, numbered as in the comments below:
@@ -183,6 +234,13 @@ void abandon_waiters(const void* g) noexcept {
 //       Clearing the bit in W2 itself (not later, in W3) means that after W2 the call touches
 //       nothing of the gate, only the spot, which outlives every gate: the thread that W2 admits
 //       may destroy the gate at once, as with a semaphore that signals completion.
+//   (C) close: its CAS (C1, a release, and a W2: it clears the bit) sets the cap to 0; a waiter
+//       that then fails to admit reads closed() (C2, an acquire), so what the closer did before
+//       close() is visible to the waiter that it turned away. A waiter's W1 comes before C1 in
+//       the word's order (C1 reads the bit and wakes the spot: W3) or after it (its try and its
+//       closed() read the closed word). An async_wait's queue mark (an RMW) likewise comes
+//       before C1 (close then visits the spot and takes the waiter) or after it (async_wait reads
+//       the closed word and hands its own waiter over, closed).
 //   (A) async waiters (docs/asio.md): the grant loop, under the spot's mutex, plays the waiter's
 //       part: it sets the bit with an RMW (A1) before its last try for the head waiter, so W2
 //       either comes before A1 (the try sees the room) or reads the bit (W3 runs the loop again
@@ -226,7 +284,10 @@ struct gate::async_access {
 
   // The queue mark is set and cleared only under the spot's mutex, which orders it against the
   // queue; relaxed, as W1: the word carries no data.
-  static void set_queue_mark(gate& g) noexcept { g.word_.fetch_or(queue_bit, std::memory_order_relaxed); }
+  // Answers whether the gate was closed.
+  static bool set_queue_mark(gate& g) noexcept {
+    return closed_word(g.word_.fetch_or(queue_bit, std::memory_order_relaxed));
+  }
   static void clear_queue_mark(gate& g) noexcept { g.word_.fetch_and(~queue_bit, std::memory_order_relaxed); }
   static void left_unadmitted(const void* g, bool last) noexcept {
     if (last) clear_queue_mark(*static_cast<gate*>(const_cast<void*>(g)));
@@ -288,10 +349,10 @@ void gate::note_done(std::int64_t n) noexcept {
 
 bool gate::try_admit() noexcept { return async_access::admit_within<admit_limit>(*this, 1); }
 
-// A weight of zero (or below) is admitted at once, counting nothing; one above gate_limit passes
-// every cap, so it is refused.
+// A weight of zero (or below) is admitted at once, counting nothing, unless the gate is closed;
+// one above gate_limit passes every cap, so it is refused.
 bool gate::try_admit(std::int64_t n) noexcept {
-  if (n <= 0) return true;
+  if (n <= 0) return !closed();
   return n <= gate_limit && async_access::admit_within<admit_limit>(*this, n);
 }
 
@@ -302,6 +363,12 @@ void gate::admit(std::int64_t n) {
 }
 
 bool gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline) {
+  // Each try that finds no room asks whether the gate is closed (C2): then the wait ends.
+  const auto attempt = [this, n] {
+    if (try_admit(n)) return true;
+    if (closed()) throw gate_closed();
+    return false;
+  };
   // Room often comes within a few hundred nanoseconds (another thread's note_done), far sooner
   // than a sleep and a wake-up in the kernel take: try a while first, as std::counting_semaphore
   // does, pausing, then yielding the core.
@@ -310,19 +377,19 @@ bool gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_point dead
       detail::cpu_relax();
     } else {
       std::this_thread::yield();  // may be long on a busy machine: mind the deadline
-      if (std::chrono::steady_clock::now() >= deadline) return try_admit(n);
+      if (std::chrono::steady_clock::now() >= deadline) return attempt();
     }
-    if (try_admit(n)) return true;
+    if (attempt()) return true;
   }
   detail::parking_spot& spot = detail::parking_for(this);
   std::unique_lock lock(spot.mutex);
   for (;;) {
     word_.fetch_or(waiting_bit, std::memory_order_relaxed);  // (W1)
-    if (try_admit(n)) return true;
+    if (attempt()) return true;
     if (deadline == std::chrono::steady_clock::time_point::max()) {
       spot.wake.wait(lock);
     } else if (spot.wake.wait_until(lock, deadline) == std::cv_status::timeout) {
-      return try_admit(n);
+      return attempt();
     }
   }
 }
@@ -355,23 +422,43 @@ std::int64_t gate::cap() const noexcept {
   return cap_of(word_.load(std::memory_order_relaxed));  // the cap publishes nothing
 }
 
+// A closed gate stays closed: its cap stays 0 and the word unchanged.
 void gate::set_cap(std::int64_t cap) noexcept {
-  const std::uint64_t cap_bits = pack(clamp_cap(cap), 0);
+  const std::uint64_t new_cap = pack(clamp_cap(cap), 0);
   std::uint64_t word = word_.load(std::memory_order_relaxed);
-  while (!word_.compare_exchange_weak(word, cap_bits | (word & (queue_bit | count_mask)),  // (W2)
-                                      std::memory_order_relaxed)) {
-  }
+  do {
+    if (closed_word(word)) return;
+  } while (!word_.compare_exchange_weak(word, new_cap | (word & (queue_bit | count_mask)),  // (W2)
+                                        std::memory_order_relaxed));
   if ((word & waiting_bit) != 0) wake(this);  // (W3)
 }
 
 void gate::adjust(pressure p, std::int64_t max_cap) noexcept {
   std::uint64_t word = word_.load(std::memory_order_relaxed);
-  while (!word_.compare_exchange_weak(
+  do {
+    if (closed_word(word)) return;
+  } while (!word_.compare_exchange_weak(
       word, pack(next_cap(cap_of(word), p, max_cap), word & (queue_bit | count_mask)),  // (W2)
-      std::memory_order_relaxed)) {
-  }
+      std::memory_order_relaxed));
   if ((word & waiting_bit) != 0) wake(this);  // (W3)
 }
+
+void gate::close() noexcept {
+  std::uint64_t word = word_.load(std::memory_order_relaxed);
+  while (!word_.compare_exchange_weak(word, word & (queue_bit | count_mask),
+                                      std::memory_order_release,  // (C1), (W2)
+                                      std::memory_order_relaxed)) {
+  }
+  if ((word & (waiting_bit | queue_bit)) != 0) shut(this);  // (W3)
+}
+
+bool gate::closed() const noexcept {
+  return closed_word(word_.load(std::memory_order_acquire));  // (C2)
+}
+
+// (W3) for close: the threads wake and find the gate closed; the async waiters, all of them,
+// leave closed. As wake, it touches the gate only through a queued waiter of it.
+void gate::shut(const gate* g) noexcept { close_waiters(g); }
 
 // ---- mutex_gate ------------------------------------------------------------------------------
 
@@ -387,7 +474,7 @@ struct mutex_gate::async_access {
   }
   static bool take(mutex_gate& g, std::int64_t n) noexcept {
     std::lock_guard lock(g.mutex_);
-    if (g.in_flight_ + n > g.cap_) return false;
+    if (g.closed_ || g.in_flight_ + n > g.cap_) return false;
     g.in_flight_ += n;
     dequeued(g);
     return true;
@@ -454,9 +541,9 @@ void mutex_gate::note_done(std::int64_t n) noexcept {
 bool mutex_gate::try_admit() noexcept { return try_admit(1); }
 
 bool mutex_gate::try_admit(std::int64_t n) noexcept {
-  if (n <= 0) return true;
   std::lock_guard lock(mutex_);
-  if (n > gate_limit || in_flight_ + n > cap_ || async_queued_ > 0) return false;
+  if (n <= 0) return !closed_;
+  if (closed_ || n > gate_limit || in_flight_ + n > cap_ || async_queued_ > 0) return false;
   in_flight_ += n;
   return true;
 }
@@ -466,10 +553,11 @@ void mutex_gate::admit() { admit(1); }
 void mutex_gate::admit(std::int64_t n) { wait_admit(detail::weight_to_wait_for(n), std::chrono::steady_clock::time_point::max()); }
 
 bool mutex_gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline) {
-  if (n <= 0) return true;
   std::unique_lock lock(mutex_);
+  if (closed_) throw gate_closed();
+  if (n <= 0) return true;
   ++waiting_;
-  const auto room = [&] { return in_flight_ + n <= cap_ && async_queued_ == 0; };
+  const auto room = [&] { return closed_ || (in_flight_ + n <= cap_ && async_queued_ == 0); };
   bool admitted = true;
   if (deadline == std::chrono::steady_clock::time_point::max()) {
     room_.wait(lock, room);
@@ -477,13 +565,14 @@ bool mutex_gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_poin
     admitted = room_.wait_until(lock, deadline, room);
   }
   --waiting_;
+  if (closed_) throw gate_closed();
   if (admitted) in_flight_ += n;
   return admitted;
 }
 
 bool mutex_gate::has_capacity() const noexcept {
   std::lock_guard lock(mutex_);
-  return in_flight_ < cap_ && async_queued_ == 0;
+  return !closed_ && in_flight_ < cap_ && async_queued_ == 0;
 }
 
 std::int64_t mutex_gate::in_flight() const noexcept {
@@ -493,19 +582,37 @@ std::int64_t mutex_gate::in_flight() const noexcept {
 
 std::int64_t mutex_gate::cap() const noexcept {
   std::lock_guard lock(mutex_);
-  return cap_;
+  return closed_ ? 0 : cap_;
 }
 
 void mutex_gate::set_cap(std::int64_t cap) noexcept {
   std::unique_lock lock(mutex_);
+  if (closed_) return;
   cap_ = clamp_cap(cap);
   wake_if_waiting(lock);
 }
 
 void mutex_gate::adjust(pressure p, std::int64_t max_cap) noexcept {
   std::unique_lock lock(mutex_);
+  if (closed_) return;
   cap_ = next_cap(cap_, p, max_cap);
   wake_if_waiting(lock);
+}
+
+// The threads wake and find it closed; the async waiters leave closed, after the mutex is let go
+// (a queued one keeps the gate alive).
+void mutex_gate::close() noexcept {
+  std::unique_lock lock(mutex_);
+  closed_ = true;
+  if (waiting_ > 0) room_.notify_all();
+  const bool async = async_queued_ > 0;
+  lock.unlock();
+  if (async) close_waiters(this);
+}
+
+bool mutex_gate::closed() const noexcept {
+  std::lock_guard lock(mutex_);
+  return closed_;
 }
 
 // ---- async waiters (docs/asio.md) ------------------------------------------------------------
@@ -516,12 +623,25 @@ void async_wait(gate& g, async_waiter& w) noexcept {
   parking_spot& spot = parking_for(&g);
   async_waiter* taken = nullptr;
   bool cleared = false;
+  bool closed = false;
   {
     std::lock_guard lock(spot.mutex);
     w.ops = &gate::async_access::ops;
     link_waiter(spot, w);
-    gate::async_access::set_queue_mark(g);
-    taken = gate::async_access::grant(spot, &g, cleared);
+    // The mark's RMW reads a closed word (then w leaves at once, closed) or comes before close's
+    // CAS, which then finds the mark and takes w (C).
+    closed = gate::async_access::set_queue_mark(g);
+    if (closed) {
+      w.closed = true;
+      leave_unadmitted(spot, w);
+      begin_hand_over(spot, &w);
+    } else {
+      taken = gate::async_access::grant(spot, &g, cleared);
+    }
+  }
+  if (closed) {
+    hand_over(spot, &w, false);
+    return;
   }
   if (cleared) spot.wake.notify_all();  // threads the mark turned away meanwhile
   hand_over(spot, taken, true);
@@ -530,6 +650,7 @@ void async_wait(gate& g, async_waiter& w) noexcept {
 void async_wait(mutex_gate& g, async_waiter& w) noexcept {
   parking_spot& spot = parking_for(&g);
   async_waiter* taken = nullptr;
+  bool closed = false;
   {
     std::lock_guard lock(spot.mutex);
     w.ops = &mutex_gate::async_access::ops;
@@ -537,42 +658,53 @@ void async_wait(mutex_gate& g, async_waiter& w) noexcept {
     {
       std::lock_guard gate_lock(g.mutex_);  // before the loop's tries: no lost wake-up
       ++g.async_queued_;
+      closed = g.closed_;  // close() sets it before it looks at the count
     }
-    taken = mutex_gate::async_access::grant(spot, &g);
+    if (closed) {
+      w.closed = true;
+      leave_unadmitted(spot, w);
+      begin_hand_over(spot, &w);
+    } else {
+      taken = mutex_gate::async_access::grant(spot, &g);
+    }
+  }
+  if (closed) {
+    hand_over(spot, &w, false);
+    return;
   }
   hand_over(spot, taken, true);
 }
 
-namespace {
-// Under the spot's mutex: w leaves the queue unadmitted. The gate is alive (a queued wait needs
-// it), so it may be told; the spot's threads are woken when the last waiter of the gate left, as
-// the queue may have been all that turned them away.
-void leave_unadmitted(parking_spot& spot, async_waiter& w) noexcept {
-  const bool last = !unlink_waiter(spot, w);
-  w.ops->left_unadmitted(w.gate, last);
-  if (last) spot.wake.notify_all();
-}
-}  // namespace
-
+// A waiter that leaves unadmitted may have held back the ones behind it (a head whose weight did
+// not fit): when any is left, the gate's queue is served again, after the spot's mutex is let go
+// (serve touches the gate only through a waiter of it still queued).
 bool async_cancel(const void* g, async_waiter* const* handle) noexcept {
   parking_spot& spot = parking_for(g);
   async_waiter* w = nullptr;
+  const async_gate_ops* ops = nullptr;
+  bool last = false;
   {
     std::lock_guard lock(spot.mutex);
     w = *handle;  // non-null only while queued (link_waiter, unlink_waiter)
     if (w == nullptr) return false;
-    leave_unadmitted(spot, *w);
+    ops = w->ops;
+    last = leave_unadmitted(spot, *w);
     begin_hand_over(spot, w);
   }
-  hand_over(spot, w, false);
+  hand_over(spot, w, false);  // w may be gone from here on
+  if (!last) ops->serve(g);
   return true;
 }
 
 bool async_withdraw(async_waiter& w) noexcept {
   parking_spot& spot = parking_for(w.gate);
-  std::lock_guard lock(spot.mutex);
-  if (!w.queued) return false;
-  leave_unadmitted(spot, w);
+  bool last = false;
+  {
+    std::lock_guard lock(spot.mutex);
+    if (!w.queued) return false;
+    last = leave_unadmitted(spot, w);
+  }
+  if (!last) w.ops->serve(w.gate);
   return true;
 }
 

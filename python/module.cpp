@@ -155,6 +155,14 @@ void made_by_the_module_only(py::handle type) {
 
 // ---- the gates ----------------------------------------------------------------------------------
 
+// sluice.GateClosed (a RuntimeError), which a closed gate's waits raise: made once, at import.
+py::object& gate_closed_type() {
+  static py::object* type = nullptr;  // leaked: it must outlive every wait, even at exit
+  if (type == nullptr) type = new py::object();
+  return *type;
+}
+py::object gate_closed_error() { return gate_closed_type()("the gate is closed"); }
+
 // How long a waiting thread goes without looking for signals: Python's own waits return at once
 // on a signal in the main thread; this one within a slice.
 constexpr auto signal_slice = std::chrono::milliseconds(20);
@@ -167,6 +175,7 @@ bool admit(Gate& g, std::optional<double> timeout, std::int64_t n) {
   const auto deadline = deadline_of(timeout);
   if (g.try_admit(n)) return true;
   for (;;) {
+    if (g.closed()) throw sluice::gate_closed();  // before the deadline: closed, not timed out
     const auto now = clock::now();
     if (deadline && now >= *deadline) return false;
     auto until = now + signal_slice;
@@ -402,8 +411,9 @@ class channel_handle {
   }
 
   // The loop's reader: hands every outcome delivered so far to its future in `futures` (a dict,
-  // id -> future, from which each is popped): True for an admission; a wait that left unadmitted
-  // otherwise (its gate destroyed) cancels its future. An admission whose future is missing or
+  // id -> future, from which each is popped): True for an admission, GateClosed for a wait that
+  // its gate's close() turned away; a wait that left unadmitted otherwise (its gate destroyed)
+  // cancels its future. An admission whose future is missing or
   // done goes back to the gate. An exception from a future is raised once all are handled.
   void drain(py::handle futures) {
     loop_channel& c = *c_;
@@ -441,6 +451,8 @@ class channel_handle {
               kept = future.attr("done")().cast<bool>() && !future.attr("cancelled")().cast<bool>();
               throw;
             }
+          } else if (p->closed) {
+            future.attr("set_exception")(gate_closed_error());
           } else {
             future.attr("cancel")();
           }
@@ -607,10 +619,16 @@ void bind_gate(py::module_& m, const char* name, const char* doc) {
            py::arg("channel"), py::arg("id"), py::arg("n") = 1,
            "admit_async's: queues a wait for an admission of n (1 to GATE_LIMIT), delivered to\n"
            "`channel` (a _Channel) under `id`. MemoryError, with nothing queued, when it cannot be made.")
+      .def("close", [](py::handle g) { live<Gate>(g).close(); },
+           "For good: every admission is refused from now on (try_admit: False; admit, permit and\n"
+           "admit_async: GateClosed), every waiting thread and task raises GateClosed at once;\n"
+           "note_done still counts down, and set_cap and adjust never reopen it (cap reads 0).")
+      .def_property_readonly("closed", [](py::handle g) { return live<Gate>(g).closed(); },
+                             "Whether close() ran.")
       .def("__repr__", [name](py::handle self) {
         const Gate& g = live<Gate>(self);
         return "<sluice." + std::string(name) + " in_flight=" + std::to_string(g.in_flight()) +
-               " cap=" + std::to_string(g.cap()) + ">";
+               " cap=" + std::to_string(g.cap()) + (g.closed() ? " closed" : "") + ">";
       });
 }
 
@@ -707,6 +725,16 @@ void bind_pool(py::module_& m, const char* name, const char* doc) {
 PYBIND11_MODULE(_sluice, m) {
   m.doc() = "sluice: a lock-free admission gate and buffer pool (C++), from Python.";
   m.attr("GATE_LIMIT") = sluice::gate_limit;
+  gate_closed_type() = py::exception<sluice::gate_closed>(m, "GateClosed", PyExc_RuntimeError);
+  m.attr("GateClosed").attr("__doc__") =
+      "Raised by a closed gate's waits (admit, permit, admit_async), before or during the wait; nothing counted.";
+  py::register_exception_translator([](std::exception_ptr e) {
+    try {
+      if (e) std::rethrow_exception(e);
+    } catch (const sluice::gate_closed& closed) {
+      PyErr_SetString(gate_closed_type().ptr(), closed.what());
+    }
+  });
   m.def("_seconds", [](py::handle timeout) { return seconds(timeout); },
         "A timeout as admit reads it: None for ever, else seconds (admit_async reads it so too).");
 

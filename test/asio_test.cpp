@@ -923,3 +923,112 @@ TEST_CASE_TEMPLATE("an async wait larger than the cap waits for the cap; one abo
   held.clear();
   CHECK(g.in_flight() == 0);
 }
+
+TEST_CASE_TEMPLATE("a head wait that does not fit, cancelled or withdrawn, lets the waits behind it in", G, GATES) {
+  net::io_context io;
+  G g{10};
+  REQUIRE(g.try_admit(9));
+  std::vector<error_code> codes;
+  std::vector<permit<G>> held;
+  const auto record = [&](error_code ec, permit<G> p) {
+    codes.push_back(ec);
+    held.push_back(std::move(p));
+  };
+  SUBCASE("cancelled") {
+    net::cancellation_signal signal;
+    sluice::async_admit(g, 5, net::bind_cancellation_slot(signal.slot(), net::bind_executor(io, record)));
+    sluice::async_admit(g, 1, net::bind_executor(io, record));  // fits, but queued behind the 5
+    io.poll();
+    CHECK(codes.empty());
+    signal.emit(net::cancellation_type::terminal);
+    io.poll();
+    REQUIRE(codes.size() == 2);
+    CHECK(codes[0] == net::error::operation_aborted);
+    CHECK_FALSE(codes[1]);
+    CHECK(held[1].units() == 1);
+    CHECK(g.in_flight() == 10);
+  }
+  SUBCASE("withdrawn: its context destroyed") {
+    {
+      net::io_context other;
+      sluice::async_admit(g, 5, net::bind_executor(other, record));
+      sluice::async_admit(g, 1, net::bind_executor(io, record));
+      io.poll();
+      CHECK(codes.empty());
+    }  // the 5's context shuts down: its wait is withdrawn
+    io.poll();
+    REQUIRE(codes.size() == 1);
+    CHECK_FALSE(codes[0]);
+    CHECK(g.in_flight() == 10);
+  }
+  held.clear();
+  g.note_done(9);
+  CHECK(g.in_flight() == 0);
+}
+
+// ---- close (docs/gate.md, CLOSE) ------------------------------------------------------------
+
+TEST_CASE_TEMPLATE("close completes every queued async wait, and every later one, with gate_errc::closed", G, GATES) {
+  net::io_context io;
+  G g{2};
+  REQUIRE(g.try_admit(2));
+  std::vector<error_code> codes;
+  std::vector<permit<G>> held;
+  const auto record = [&](error_code ec, permit<G> p) {
+    codes.push_back(ec);
+    held.push_back(std::move(p));
+  };
+  for (int i = 0; i < 5; ++i) sluice::async_admit(g, 1 + i % 2, net::bind_executor(io, record));
+  io.poll();
+  CHECK(codes.empty());
+  g.close();
+  io.poll();
+  REQUIRE(codes.size() == 5);
+  for (const error_code& ec : codes) CHECK(std::error_code(ec) == sluice::gate_errc::closed);
+  for (const auto& p : held) CHECK_FALSE(static_cast<bool>(p));
+  CHECK(g.in_flight() == 2);  // what was admitted before stays counted
+  io.restart();
+  sluice::async_admit(g, net::bind_executor(io, record));  // after the close
+  sluice::async_admit(g, 0, net::bind_executor(io, record));
+  io.poll();
+  REQUIRE(codes.size() == 7);
+  CHECK(std::error_code(codes[5]) == sluice::gate_errc::closed);
+  CHECK(std::error_code(codes[6]) == sluice::gate_errc::closed);
+  CHECK(std::string(std::error_code(sluice::gate_errc::closed).category().name()) == "sluice.gate");
+  g.note_done(2);  // the drain still counts down
+  CHECK(g.in_flight() == 0);
+}
+
+TEST_CASE_TEMPLATE("close racing grants, cancellations and note_done never loses or double-counts", G, GATES) {
+  const int rounds = sluice_test::reduced ? 200 : 1000;
+  for (int round = 0; round < rounds; ++round) {
+    net::io_context io;
+    G g{3};
+    REQUIRE(g.try_admit(3));
+    std::atomic<std::int64_t> granted{0};
+    std::atomic<int> completed{0};
+    std::vector<permit<G>> held;
+    std::mutex held_mutex;
+    net::cancellation_signal signals[4];
+    for (int i = 0; i < 4; ++i) {
+      sluice::async_admit(g, 1 + i % 2, net::bind_cancellation_slot(signals[i].slot(),
+                                                                    net::bind_executor(io, [&](error_code ec, permit<G> p) {
+        if (!ec) granted.fetch_add(p.units());
+        completed.fetch_add(1);
+        std::lock_guard lock(held_mutex);
+        held.push_back(std::move(p));
+      })));
+    }
+    std::thread closer([&] { g.close(); });
+    std::thread finisher([&] { g.note_done(3); });
+    signals[round % 4].emit(net::cancellation_type::terminal);  // on this thread, io not running
+    closer.join();
+    finisher.join();
+    io.run_for(long_enough);
+    REQUIRE(completed.load() == 4);  // every wait completed: admitted, aborted or closed
+    CHECK(g.in_flight() == granted.load());  // exactly the admissions granted, once each
+    held.clear();
+    CHECK(g.in_flight() == 0);
+    CHECK(g.closed());
+  }
+}

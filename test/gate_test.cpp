@@ -441,3 +441,40 @@ TEST_CASE_TEMPLATE("weighted admissions racing on 8 threads never pass the cap a
   CHECK(over.load() == 0);
   CHECK(g.in_flight() == 0);
 }
+
+// ---- close (docs/gate.md, CLOSE) -------------------------------------------------------------
+
+TEST_CASE_TEMPLATE("a closed gate refuses every admission for good and still counts down", G, GATES) {
+  G g{5};
+  REQUIRE(g.try_admit(3));
+  CHECK_FALSE(g.closed());
+  g.close();
+  CHECK(g.closed());
+  CHECK(g.cap() == 0);
+  CHECK_FALSE(g.try_admit());
+  CHECK_FALSE(g.try_admit(1));
+  CHECK_FALSE(g.try_admit(0));  // not even a weight of zero
+  CHECK_FALSE(g.has_capacity());
+  CHECK_THROWS_AS(g.admit(), sluice::gate_closed);
+  CHECK_THROWS_AS(g.admit(0), sluice::gate_closed);
+  CHECK_THROWS_AS((void)g.try_admit_for(std::chrono::seconds(1)), sluice::gate_closed);
+  CHECK_THROWS_AS((void)g.try_admit_for(2, std::chrono::milliseconds(0)), sluice::gate_closed);
+  CHECK_THROWS_AS((void)g.try_admit_until(std::chrono::steady_clock::time_point::min()), sluice::gate_closed);
+  CHECK_THROWS_AS((sluice::permit<G>{g, sluice::until_admitted}), sluice::gate_closed);
+  sluice::permit<G> refused{g, 1};
+  CHECK_FALSE(static_cast<bool>(refused));
+  CHECK(g.in_flight() == 3);
+  g.set_cap(10);  // never reopens it
+  g.adjust(pressure::ok, 10);
+  g.adjust(pressure::hard, 10);
+  CHECK(g.closed());
+  CHECK(g.cap() == 0);
+  CHECK_FALSE(g.try_admit());
+  g.note_submitted(2);  // never refuses, even closed
+  CHECK(g.in_flight() == 5);
+  g.note_done(4);  // the drain counts down
+  g.note_done();
+  CHECK(g.in_flight() == 0);
+  g.close();  // again: nothing changes
+  CHECK(g.closed());
+}

@@ -339,3 +339,67 @@ TEST_CASE_TEMPLATE("a weighted timed wait that gives up counts nothing", G, GATE
   CHECK(fits.units() == 2);
   CHECK(g.in_flight() == 4);
 }
+
+// ---- close (docs/gate.md, CLOSE) -------------------------------------------------------------
+
+TEST_CASE_TEMPLATE("close wakes every waiting thread at once with gate_closed, counting nothing", G, GATES) {
+  G g{2};
+  REQUIRE(g.try_admit(2));
+  std::atomic<int> closed{0}, other{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 6; ++i) {
+    waiters.emplace_back([&, i] {
+      try {
+        if (i % 3 == 0) {
+          g.admit(1 + i % 2);
+        } else if (i % 3 == 1) {
+          (void)g.try_admit_for(1 + i % 2, long_enough);
+        } else {
+          (void)g.try_admit_until(1, std::chrono::system_clock::now() + long_enough);
+        }
+        other.fetch_add(1);
+      } catch (const sluice::gate_closed&) {
+        closed.fetch_add(1);
+      }
+    });
+  }
+  let_it_sleep();
+  const auto start = std::chrono::steady_clock::now();
+  g.close();
+  for (auto& t : waiters) t.join();
+  CHECK(std::chrono::steady_clock::now() - start < long_enough / 2);  // not a timeout
+  CHECK(closed.load() == 6);
+  CHECK(other.load() == 0);
+  CHECK(g.in_flight() == 2);
+  g.note_done(2);
+  CHECK(g.in_flight() == 0);
+}
+
+TEST_CASE_TEMPLATE("close racing note_done and waiting threads never loses or double-counts an admission", G, GATES) {
+  const int rounds = sluice_test::reduced ? 100 : 500;
+  for (int round = 0; round < rounds; ++round) {
+    G g{2};
+    REQUIRE(g.try_admit(2));
+    std::atomic<std::int64_t> admitted{0};
+    std::atomic<int> closed{0}, entered{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 3; ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          g.admit(1 + i % 2);
+          admitted.fetch_add(1 + i % 2);
+          entered.fetch_add(1);
+        } catch (const sluice::gate_closed&) {
+          closed.fetch_add(1);
+        }
+      });
+    }
+    threads.emplace_back([&] { g.note_done(2); });
+    threads.emplace_back([&] { g.close(); });
+    for (auto& t : threads) t.join();
+    CHECK(entered.load() + closed.load() == 3);  // each waiter out: admitted, or closed
+    CHECK(g.in_flight() == admitted.load());  // what was admitted before the close, once each
+    CHECK(admitted.load() <= 2);
+    CHECK(g.closed());
+  }
+}

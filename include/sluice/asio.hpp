@@ -21,6 +21,8 @@
 //   already admitted when the cancellation comes completes with its permit (dropping it gives the
 //   admission back); as for any Asio operation, the emit must not race the completion handler's
 //   own run (on a context that several threads run, keep the two on one strand);
+// - a closed gate (close()) completes every wait queued on it, and every later one, at once with
+//   sluice::gate_errc::closed (sluice's error category, "sluice.gate") and an empty permit;
 // - a context shut down (its io_context destroyed) with waits pending destroys their handlers
 //   without invoking them; the gate keeps its count and stays usable.
 // The gate's promises hold for async admissions: each is one try_admit(n), so never past the cap;

@@ -18,7 +18,13 @@
 //   in_flight(), cap()  the count, the cap                                        wait-free
 //   set_cap(c)          cap = clamp(c, 1, gate_limit); in_flight untouched        lock-free*
 //   adjust(p, max)      ok: min(cap + 1, max); soft, hard: cap - 1; never below 1  lock-free*
+//   close()             for good: every admission refused, every waiter out now  lock-free*
+//   closed()            whether close() ran                                       wait-free
 //   * a call that finds waiters takes their parking spot's mutex for a moment to wake them
+// A closed gate's try forms answer false; its waiting forms throw gate_closed, before or during
+// their wait; async_admit completes with gate_errc::closed. note_done still counts down (so a
+// server can wait for in-flight work to drain), and its cap reads 0 for good: set_cap and adjust
+// never reopen it.
 // A weight below zero counts as zero (admitted at once, nothing counted); one above gate_limit is
 // never admitted (the try forms refuse, the waiting forms throw std::invalid_argument). Threads
 // that wait are not queued: a thread waiting for n does not hold back smaller admissions; async
@@ -36,6 +42,8 @@
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
+#include <system_error>
+#include <type_traits>
 #include <utility>
 
 #include "sluice/detail/async_wait.hpp"
@@ -44,6 +52,19 @@
 namespace sluice {
 
 enum class pressure { ok, soft, hard };  // what adjust() is told of memory
+
+// What a waiting form (admit, try_admit_for, try_admit_until, a waiting permit) throws when its
+// gate is closed, before or during the wait; nothing is counted.
+class gate_closed : public std::runtime_error {
+ public:
+  gate_closed() : std::runtime_error("sluice gate: closed") {}
+};
+
+// The error code that async_admit completes with when its gate is closed: gate_errc::closed, of
+// gate_category() ("sluice.gate").
+enum class gate_errc { closed = 1 };
+const std::error_category& gate_category() noexcept;
+inline std::error_code make_error_code(gate_errc e) noexcept { return {static_cast<int>(e), gate_category()}; }
 
 // The largest cap and the largest count a gate holds (docs/gate.md, LIMITS).
 inline constexpr std::int64_t gate_limit = (std::int64_t{1} << 31) - 1;
@@ -77,6 +98,7 @@ bool admit_by(Gate& g, std::int64_t n, const std::chrono::time_point<Clock, Dura
   using seconds = std::chrono::duration<long double>;
   weight_to_wait_for(n);
   while (!g.try_admit(n)) {
+    if (g.closed()) throw gate_closed();
     const seconds left = seconds(deadline.time_since_epoch()) - seconds(Clock::now().time_since_epoch());
     if (!(left > seconds::zero())) return false;
     if (g.wait_admit(n, deadline_after(left))) return true;
@@ -130,6 +152,8 @@ class gate : public detail::timed_admissions<gate> {
   [[nodiscard]] std::int64_t cap() const noexcept;        // the cap
   void set_cap(std::int64_t cap) noexcept;                // clamped into [1, gate_limit]
   void adjust(pressure p, std::int64_t max_cap) noexcept; // ok: +1, at most max_cap; soft, hard: -1
+  void close() noexcept;                                  // refuses all from now on; waiters leave
+  [[nodiscard]] bool closed() const noexcept;             // whether close() ran; an acquire
 
  private:
   template <class G, class C, class D>
@@ -138,12 +162,15 @@ class gate : public detail::timed_admissions<gate> {
   bool wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline);
   // Touches only g's parking spot, never *g, unless an async waiter of g is queued there.
   static void wake(const gate* g) noexcept;
+  // close()'s (W3): wakes g's threads and hands every async waiter of g over, closed.
+  static void shut(const gate* g) noexcept;
   friend void detail::async_wait(gate&, detail::async_waiter&) noexcept;
   struct async_access;  // lib/gate.cpp's grant loop
   struct counting;      // lib/gate.cpp: the bodies that the unit and weighted calls share
 
-  // Invariant: bits 0-30 hold in_flight, bits 32-62 hold cap, both at most gate_limit; bit 31
-  // marks that a thread or an async waiter may be waiting; bit 63 that async waiters are queued.
+  // Invariant: bits 0-30 hold in_flight, bits 32-62 hold cap, both at most gate_limit, cap 0
+  // once closed; bit 31 marks that a thread or an async waiter may be waiting; bit 63 that async
+  // waiters are queued.
   detail::atomic<std::uint64_t> word_;
 };
 
@@ -170,6 +197,8 @@ class mutex_gate : public detail::timed_admissions<mutex_gate> {
   [[nodiscard]] std::int64_t cap() const noexcept;
   void set_cap(std::int64_t cap) noexcept;
   void adjust(pressure p, std::int64_t max_cap) noexcept;
+  void close() noexcept;
+  [[nodiscard]] bool closed() const noexcept;
 
  private:
   template <class G, class C, class D>
@@ -185,6 +214,7 @@ class mutex_gate : public detail::timed_admissions<mutex_gate> {
   std::int64_t cap_;              // guarded by mutex_
   std::int64_t waiting_ = 0;      // threads in wait_admit; guarded by mutex_
   std::int64_t async_queued_ = 0; // async waiters queued on our spot; guarded by mutex_
+  bool closed_ = false;           // guarded by mutex_
 };
 
 // What the twins share, stated so that generic code can take either and the promise that their
@@ -211,6 +241,8 @@ concept admission_gate =
       { cg.cap() } noexcept -> std::same_as<std::int64_t>;
       { g.set_cap(n) } noexcept -> std::same_as<void>;
       { g.adjust(p, n) } noexcept -> std::same_as<void>;
+      { g.close() } noexcept -> std::same_as<void>;
+      { cg.closed() } noexcept -> std::same_as<bool>;
     };
 static_assert(admission_gate<gate> && admission_gate<mutex_gate>);
 
@@ -280,3 +312,6 @@ class permit {
 };
 
 }  // namespace sluice
+
+template <>
+struct std::is_error_code_enum<sluice::gate_errc> : std::true_type {};

@@ -8,6 +8,7 @@
     await g.admit_async(timeout=None)      # asyncio: waits without blocking the loop
     g.try_admit(n); g.admit(timeout, n=n); g.permit(timeout, n=n); g.admit_async(timeout, n=n)
     g.note_submitted(n); g.note_done(n)    # each call with a weight n (default 1)
+    g.close()                              # for good: waits raise sluice.GateClosed
 
     p = sluice.Pool(bound=1024, ceiling=4 << 20)   # sluice.MutexPool alike
     b = p.acquire(n); memoryview(b)[:] = ...; p.retire(b)
@@ -22,10 +23,11 @@ import os
 import weakref
 
 from sluice import _sluice
-from sluice._sluice import GATE_LIMIT, Buffer, GatePermit, MutexGatePermit, MutexPool, Pool, PoolStats, Pressure
+from sluice._sluice import (GATE_LIMIT, Buffer, GateClosed, GatePermit, MutexGatePermit, MutexPool, Pool, PoolStats,
+                            Pressure)
 
-__all__ = ["GATE_LIMIT", "Buffer", "Gate", "GatePermit", "MutexGate", "MutexGatePermit", "MutexPool", "Pool",
-           "PoolStats", "Pressure"]
+__all__ = ["GATE_LIMIT", "Buffer", "Gate", "GateClosed", "GatePermit", "MutexGate", "MutexGatePermit", "MutexPool",
+           "Pool", "PoolStats", "Pressure"]
 
 # admit_async waits on the gate's own queue of async waiters, as <sluice/asio.hpp> does, with an
 # event loop where Asio has an executor; it starts no thread. Each event loop that waits gets a
@@ -190,6 +192,8 @@ class _AsyncMixin:
         # GATE_LIMIT (ValueError, nothing queued)
         if self.try_admit(n):  # refuses while a waiter of the gate is queued: none is overtaken
             return True
+        if self.closed:
+            raise GateClosed("the gate is closed")
         loop = asyncio.get_running_loop()
         channel = _channel_for(loop)
         future = loop.create_future()
@@ -215,7 +219,7 @@ class _AsyncMixin:
             await future
             return True
         except BaseException as e:
-            if future.done() and not future.cancelled():
+            if future.done() and not future.cancelled() and future.exception() is None:
                 self.note_done(n)  # admitted, but the task was cancelled (or closed) on its way back
                 raise
             if expired and isinstance(e, asyncio.CancelledError):

@@ -5,6 +5,9 @@ from typing import ClassVar, Literal, Optional, Self, SupportsFloat, SupportsInd
 
 GATE_LIMIT: int  # 2**31 - 1: the largest cap and count
 
+class GateClosed(RuntimeError):
+    """Raised by a closed gate's waits (admit, permit, admit_async); nothing counted."""
+
 class Pressure:
     """What Gate.adjust is told of memory (a pybind11 enum: not iterable, not made from a str)."""
 
@@ -51,6 +54,9 @@ class _GateCalls:  # what Gate and MutexGate both have (not a class at run time)
     def adjust(self, pressure: _Level, max_cap: SupportsIndex) -> None: ...
     def permit(self, timeout: _Timeout = None, *, n: SupportsIndex = 1) -> Union[GatePermit, MutexGatePermit]: ...
     async def admit_async(self, timeout: _Timeout = None, *, n: SupportsIndex = 1) -> bool: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
 
 class Gate(_GateCalls):
     """A non-blocking admission counter whose cap moves under memory pressure."""

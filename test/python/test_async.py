@@ -707,3 +707,27 @@ def test_a_weighted_wait_that_times_out_or_is_cancelled_counts_nothing(gate_type
         assert g.in_flight == 5
 
     asyncio.run(main())
+
+
+def test_close_raises_gate_closed_in_every_waiting_task_and_every_later_wait(gate_type):
+    async def main():
+        g = gate_type(1)
+        assert g.try_admit()
+
+        async def wait(n):
+            try:
+                return await g.admit_async(timeout=60, n=n)
+            except sluice.GateClosed:
+                return "closed"
+
+        tasks = [asyncio.create_task(wait(1 + i % 2)) for i in range(6)]
+        await asyncio.sleep(0.01)
+        g.close()
+        assert await asyncio.wait_for(asyncio.gather(*tasks), 30) == ["closed"] * 6
+        with pytest.raises(sluice.GateClosed):
+            await g.admit_async()
+        assert g.in_flight == 1  # the admission held before stays counted
+        g.note_done()
+        assert g.in_flight == 0
+
+    asyncio.run(main())

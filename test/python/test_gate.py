@@ -366,3 +366,37 @@ def test_the_twins_answer_alike_with_weights():
                         b.set_cap(a.cap)
             assert answers[0] == answers[1]
             assert (a.in_flight, a.cap, a.has_capacity) == (b.in_flight, b.cap, b.has_capacity)
+
+
+def test_close_refuses_for_good_and_wakes_waiting_threads_with_gate_closed(gate_type):
+    g = gate_type(2)
+    assert g.try_admit(2)
+    outcomes = []
+
+    def wait():
+        try:
+            outcomes.append(g.admit(timeout=60))
+        except sluice.GateClosed:
+            outcomes.append("closed")
+
+    threads = [threading.Thread(target=wait) for _ in range(3)]
+    for t in threads:
+        t.start()
+    start = time.monotonic()
+    g.close()
+    for t in threads:
+        t.join(30)
+    assert outcomes == ["closed"] * 3 and time.monotonic() - start < 30  # not a timeout
+    assert g.closed and g.cap == 0 and "closed" in repr(g)
+    assert g.try_admit() is False and g.try_admit(0) is False
+    with pytest.raises(sluice.GateClosed):
+        g.admit(timeout=0)
+    with pytest.raises(sluice.GateClosed):
+        with g.permit(n=1):
+            pass
+    assert issubclass(sluice.GateClosed, RuntimeError)
+    g.set_cap(10)
+    g.adjust("ok", max_cap=10)
+    assert g.closed and g.cap == 0  # never reopened
+    g.note_done(2)  # the drain counts down
+    assert g.in_flight == 0

@@ -234,7 +234,9 @@ struct admit_op final : admit_op_base {
       allocator_type alloc(net::get_associated_allocator(op->handler));
       admit_completion<Handler, Gate> done{
           std::move(op->handler),
-          admitted ? error_code() : error_code(net::error::operation_aborted),
+          admitted    ? error_code()
+          : op->closed ? error_code(std::error_code(gate_errc::closed))
+                       : error_code(net::error::operation_aborted),
           admitted ? permit<Gate>(op->gate_, op->units, std::adopt_lock) : permit<Gate>()};
       tracked_executor_t<Handler> work = std::move(op->work);
       free(op, alloc);

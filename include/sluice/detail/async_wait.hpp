@@ -53,6 +53,9 @@ struct async_waiter {
   async_waiter* bucket_next = nullptr;
   async_waiter** bucket_link = nullptr;
   bool queued = false;
+  // Set, under the spot's mutex, when its gate's close() takes it: not admitted because closed
+  // (not cancelled, nor its gate destroyed).
+  bool closed = false;
 };
 
 // Queues w at the tail of its gate's waiters, then admits waiters from the head while there is
