@@ -42,6 +42,19 @@ class racy_admit_gate : public sluice::gate {
   }
 };
 
+// A weighted try_admit that asks only whether one unit fits, then counts all n: the cap is
+// passed by a weight that does not fit, even on one thread.
+class weight_blind_gate : public sluice::gate {
+ public:
+  using sluice::gate::gate;
+  using sluice::gate::try_admit;
+  bool try_admit(std::int64_t n) noexcept {
+    if (!try_admit()) return false;
+    note_submitted(n - 1);
+    return true;
+  }
+};
+
 // A waiting admission that, once woken, counts itself in without checking again: a wake-up
 // for one free place lets every waiter through. Like the others, it yields between its two steps
 // (seeing room, counting itself in): without that, the window is a few instructions, and a second

@@ -295,19 +295,21 @@ bool count_in(tally& t, const history<Call>& h, std::uint32_t observer, const mo
 using gate_mix = std::function<gate_call(std::mt19937_64&)>;
 
 // Every call, with arguments around small caps so that both answers of try_admit and
-// has_capacity come up, set_cap and adjust meet their clamps, and weights theirs.
+// has_capacity come up, set_cap and adjust meet their clamps, weights theirs, and now and then a
+// close races the rest.
 inline gate_call any_gate_call(std::mt19937_64& rng) {
   static constexpr gate_op ops[] = {
       gate_op::try_admit, gate_op::try_admit, gate_op::admit_for, gate_op::admit_for, gate_op::note_done, gate_op::note_done,
       gate_op::note_done, gate_op::note_submitted, gate_op::note_submitted, gate_op::has_capacity,
       gate_op::has_capacity, gate_op::in_flight, gate_op::in_flight, gate_op::cap, gate_op::cap,
-      gate_op::set_cap, gate_op::adjust, gate_op::adjust, gate_op::adjust};
+      gate_op::set_cap, gate_op::adjust, gate_op::adjust, gate_op::adjust, gate_op::closed};
   static constexpr std::int64_t caps[] = {-1, 0, 1, 2, 3, 4};
   static constexpr std::int64_t maxima[] = {0, 1, 2, 3, 5};
   // Mostly the unit forms; weights around the caps, zero and one that no cap admits.
   static constexpr std::int64_t weights[] = {1, 1, 1, 1, 1, 2, 2, 3, 0, sluice::gate_limit + 1};
   gate_call c;
   c.op = ops[rng() % std::size(ops)];
+  if (rng() % 48 == 0) c.op = gate_op::close;  // rare: about one history in three closes its gate
   if (c.op == gate_op::note_submitted || c.op == gate_op::note_done || c.op == gate_op::try_admit) {
     c.units = weights[rng() % std::size(weights)];
   }

@@ -58,3 +58,12 @@ TEST_CASE("lincheck: a waiting gate that lets a woken waiter in without checking
     return gate_call{.op = gate_op::in_flight};
   });
 }
+
+TEST_CASE("lincheck: a gate whose weighted try_admit checks one unit only is caught") {
+  expect_caught<lincheck::broken::weight_blind_gate>([](std::mt19937_64& rng) {
+    const auto r = rng() % 10;
+    if (r < 6) return gate_call{.op = gate_op::try_admit, .units = static_cast<std::int64_t>(2 + rng() % 2)};
+    if (r < 8) return gate_call{.op = gate_op::note_done, .units = 2};
+    return gate_call{.op = gate_op::in_flight};
+  });
+}

@@ -19,8 +19,11 @@ namespace lincheck {
 // room at its linearization point, false and nothing counted when it gave up (the room a wait
 // finds is taken by the same CAS as try_admit's).
 enum class gate_op : std::uint8_t {
-  note_submitted, note_done, try_admit, admit_for, has_capacity, in_flight, cap, set_cap, adjust
+  note_submitted, note_done, try_admit, admit_for, has_capacity, in_flight, cap, set_cap, adjust, close, closed
 };
+
+// admit_for's answer when it threw gate_closed.
+inline constexpr std::int64_t closed_answer = 2;
 
 inline constexpr std::chrono::microseconds wait_timeout{300};
 
@@ -40,8 +43,14 @@ void perform(Gate& g, gate_call& c) {
     case gate_op::note_done: c.units == 1 ? g.note_done() : g.note_done(c.units); break;
     case gate_op::try_admit: c.answer = c.units == 1 ? g.try_admit() : g.try_admit(c.units); break;
     case gate_op::admit_for:
-      c.answer = c.units == 1 ? g.try_admit_for(wait_timeout) : g.try_admit_for(c.units, wait_timeout);
+      try {
+        c.answer = c.units == 1 ? g.try_admit_for(wait_timeout) : g.try_admit_for(c.units, wait_timeout);
+      } catch (const sluice::gate_closed&) {
+        c.answer = closed_answer;
+      }
       break;
+    case gate_op::close: g.close(); break;
+    case gate_op::closed: c.answer = g.closed(); break;
     case gate_op::has_capacity: c.answer = g.has_capacity(); break;
     case gate_op::in_flight: c.answer = g.in_flight(); break;
     case gate_op::cap: c.answer = g.cap(); break;
@@ -50,7 +59,8 @@ void perform(Gate& g, gate_call& c) {
   }
 }
 
-// State: {cap, in_flight}. Deterministic: each call has one successor or none.
+// State: {cap, in_flight}, cap 0 once closed (as the gate keeps it). Deterministic: each call has
+// one successor or none.
 class gate_model final : public model {
  public:
   gate_model(std::int64_t cap, std::span<const gate_call> calls) : cap_(clamp(cap)), calls_(calls) {}
@@ -65,10 +75,20 @@ class gate_model final : public model {
       case gate_op::note_submitted: count = std::min(count + n, sluice::gate_limit); break;  // saturates
       case gate_op::note_done: count = std::max<std::int64_t>(count - n, 0); break;       // the floor
       case gate_op::try_admit:
-      case gate_op::admit_for:
-        // all n or nothing; zero is admitted at once
-        if (c.answer != (n == 0 || (n <= sluice::gate_limit && count + n <= cap))) return;
+      case gate_op::admit_for: {
+        // closed: refused (a waiting form throws); else all n or nothing, zero at once
+        const bool closed = cap == 0;
+        if (c.op == gate_op::admit_for && closed) {
+          if (c.answer != closed_answer) return;
+          break;
+        }
+        if (c.answer != (!closed && (n == 0 || (n <= sluice::gate_limit && count + n <= cap)))) return;
         count += c.answer * n;
+        break;
+      }
+      case gate_op::close: cap = 0; break;
+      case gate_op::closed:
+        if (c.answer != (cap == 0)) return;
         break;
       case gate_op::has_capacity:
         if (c.answer != (count < cap)) return;
@@ -79,8 +99,11 @@ class gate_model final : public model {
       case gate_op::cap:
         if (c.answer != cap) return;
         break;
-      case gate_op::set_cap: cap = clamp(c.arg); break;
+      case gate_op::set_cap:
+        if (cap != 0) cap = clamp(c.arg);  // never reopens
+        break;
       case gate_op::adjust:
+        if (cap == 0) break;  // never reopens
         // ok: one up, never above max_cap (so a cap already above it comes down to it);
         // soft and hard: one down; both kept in [1, gate_limit].
         cap = c.p == sluice::pressure::ok ? clamp(std::min(cap + 1, c.arg)) : clamp(cap - 1);
@@ -98,7 +121,11 @@ class gate_model final : public model {
       case gate_op::note_submitted: return "note_submitted(" + w + ")";
       case gate_op::note_done: return "note_done(" + w + ")";
       case gate_op::try_admit: return "try_admit(" + w + ") -> " + (c.answer ? "true" : "false");
-      case gate_op::admit_for: return "try_admit_for(" + wc + "300us) -> " + (c.answer ? "true" : "false");
+      case gate_op::admit_for:
+        return "try_admit_for(" + wc + "300us) -> " +
+               (c.answer == closed_answer ? "gate_closed" : c.answer ? "true" : "false");
+      case gate_op::close: return "close()";
+      case gate_op::closed: return std::string("closed() -> ") + (c.answer ? "true" : "false");
       case gate_op::has_capacity: return std::string("has_capacity() -> ") + (c.answer ? "true" : "false");
       case gate_op::in_flight: return "in_flight() -> " + n;
       case gate_op::cap: return "cap() -> " + n;

@@ -50,6 +50,8 @@ struct waiter : sluice::detail::async_waiter {
     handle_slot = prev = next = tail = bucket_next = nullptr;
     bucket_link = nullptr;
     queued = false;
+    closed = false;
+    units = 1;
     hand_over = [](sluice::detail::async_waiter* node, bool ok) noexcept {
       waiter& w = *static_cast<waiter*>(node);
       w.finished($) = w.finished($) + 1;
@@ -281,6 +283,40 @@ struct async_two_gates : rl::test_suite<async_two_gates, 3> {
   }
 };
 
+// close() racing a grant and a cancellation (docs/gate.md, CLOSE): two coroutines queued on a
+// full gate; one thread makes room and cancels the first, another closes the gate. Every wait
+// leaves exactly once (admitted, cancelled, or closed: none is left queued on the closed gate),
+// and the count is exactly the admissions granted: none lost, none doubled.
+struct async_close_race : rl::test_suite<async_close_race, 3> {
+  std::optional<sluice::gate> gate;
+  waiter first, second;
+
+  void before() {
+    full_gate(gate);
+    first.start(*gate, true);
+    second.start(*gate, false);
+  }
+  void thread(unsigned index) {
+    if (index == 0) {
+      sluice::detail::async_wait(*gate, first);
+      sluice::detail::async_wait(*gate, second);
+    } else if (index == 1) {
+      gate->note_done();
+      sluice::detail::async_cancel(&*gate, &first.handle_slot);
+    } else {
+      gate->close();
+    }
+  }
+  void after() {
+    RL_ASSERT(first.finished($) == 1 && second.finished($) == 1 && queue_empty());
+    RL_ASSERT(!(first.admitted($) && second.admitted($)));  // one room
+    RL_ASSERT(gate->in_flight() == (first.admitted($) || second.admitted($) ? 1 : 0));
+    RL_ASSERT(second.admitted($) || second.closed);  // never cancelled: admitted, or closed
+    RL_ASSERT(gate->closed() && !gate->try_admit());
+    end_check(gate);
+  }
+};
+
 // A fork's prepare, holding the spot's mutex, waits for the hand-overs in progress (H): it then
 // finds the waiter queued, or handed over whole, never taken out but not yet handed over, and
 // what the hand-over wrote is visible to it (the child would inherit it). The waiter is queued
@@ -347,6 +383,11 @@ TEST_CASE("gate: cancellation racing a wake-up owns the waiter, or the wake-up d
 TEST_CASE("gate: waiters of two gates on one spot: each wake-up and cancellation reaches its own") {
   expect_passes("async two gates, every schedule of <= 2 preemptions", explore<async_two_gates>(every_schedule(2)));
   expect_passes("async two gates, random schedules", explore<async_two_gates>(random_schedules(100'000)));
+}
+
+TEST_CASE("gate: close racing a grant and a cancellation: every wait out once, no admission lost or doubled") {
+  expect_passes("async close race, every schedule of <= 2 preemptions", explore<async_close_race>(every_schedule(2)));
+  expect_passes("async close race, random schedules", explore<async_close_race>(random_schedules(100'000)));
 }
 
 TEST_CASE("gate: a fork's prepare finds every async waiter queued or handed over (H)") {

@@ -137,7 +137,52 @@ struct wake : rl::test_suite<wake<raise_cap, Weight>, 2> {
   }
 };
 
+// close() and a thread waiting in admit() on a full gate: the waiter leaves with gate_closed
+// (a lost wake-up leaves it asleep: a deadlock to Relacy), having seen what the closer wrote
+// before close() (C1, C2), and nothing is counted for it.
+struct close_wake : rl::test_suite<close_wake, 2> {
+  std::optional<sluice::gate> gate;
+  rl::var<int> payload;
+
+  void before() {
+    spot.emplace();
+    gate.emplace(1);
+    gate->note_submitted();
+    payload($) = 0;
+  }
+  void thread(unsigned index) {
+    if (index == 0) {
+      bool closed = false;
+      try {
+        gate->admit();
+      } catch (const sluice::gate_closed&) {
+        closed = true;
+        RL_ASSERT(payload($) == 1);
+      }
+      RL_ASSERT(closed);
+    } else {
+      payload($) = 1;
+      gate->close();
+    }
+  }
+  void after() {
+    RL_ASSERT(gate->in_flight() == 1 && gate->cap() == 0);
+    gate.reset();
+    spot.reset();
+  }
+};
+
 }  // namespace
+
+TEST_CASE("gate: close wakes a waiting admit, which throws gate_closed having seen what the closer wrote (C)") {
+  expect_passes("gate close wake, every schedule of <= 2 preemptions", explore<close_wake>(every_schedule(2)));
+  expect_passes("gate close wake, random schedules", explore<close_wake>(random_schedules(100'000)));
+  const ordering orderings[] = {
+      {"(C1) close's release-CAS", "lib/gate.cpp", "std::memory_order_release,  // (C1), (W2)", 1},
+      {"(C2) closed()'s acquire-load", "lib/gate.cpp", "return closed_word(word_.load(std::memory_order_acquire));  // (C2)", 0},
+  };
+  for (const ordering& o : orderings) expect_reported<close_wake>("gate close wake", o, every_schedule(3));
+}
 
 TEST_CASE("gate: note_done publishes to the thread that sees its count") {
   expect_passes("gate publication, every schedule of <= 3 preemptions", explore<publication>(every_schedule(3)));
