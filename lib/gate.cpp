@@ -173,24 +173,24 @@ bool leave_unadmitted(detail::parking_spot& spot, detail::async_waiter& w) noexc
   return last;
 }
 
-// A closed gate's waiters: every one of g queued on the spot leaves, unadmitted and marked
-// closed; with them, the threads waiting on the spot are woken (they find the gate closed).
-void close_waiters(const void* g) noexcept {
-  detail::parking_spot& spot = detail::parking_for(g);
+// Under the spot's mutex, in every serving of a gate's queue (the wake-ups, close, a forked
+// child's serve): if a waiter of g is queued and g is closed, every waiter of g leaves,
+// unadmitted and marked closed, and they are returned chained through next, their hand-over
+// begun. A waiter found means that the gate at g is alive (a queued wait keeps it so), and asking
+// it whether it is closed (not trusting the caller) keeps a close whose gate was destroyed and
+// another made at its address from taking the new gate's waiters.
+detail::async_waiter* take_if_closed(detail::parking_spot& spot, const void* g) noexcept {
+  detail::async_waiter* const head = spot.queues.head(g);
+  if (head == nullptr || !head->ops->closed(g)) return nullptr;
   detail::async_waiter* taken = nullptr;
-  {
-    std::lock_guard lock(spot.mutex);
-    detail::async_waiter** tail = &taken;
-    while (detail::async_waiter* const w = spot.queues.head(g)) {
-      w->closed = true;
-      leave_unadmitted(spot, *w);
-      *tail = w;
-      tail = &w->next;
-    }
-    begin_hand_over(spot, taken);
+  detail::async_waiter** tail = &taken;
+  while (detail::async_waiter* const w = spot.queues.head(g)) {
+    w->closed = true;
+    leave_unadmitted(spot, *w);
+    *tail = w;
+    tail = &w->next;
   }
-  spot.wake.notify_all();
-  hand_over(spot, taken, false);
+  return begin_hand_over(spot, taken);
 }
 
 // A gate destroyed with waits queued: they leave unadmitted (operation_aborted), and the gate is
@@ -238,9 +238,10 @@ const std::error_category& gate_category() noexcept {
 //       that then fails to admit reads closed() (C2, an acquire), so what the closer did before
 //       close() is visible to the waiter that it turned away. A waiter's W1 comes before C1 in
 //       the word's order (C1 reads the bit and wakes the spot: W3) or after it (its try and its
-//       closed() read the closed word). An async_wait's queue mark (an RMW) likewise comes
-//       before C1 (close then visits the spot and takes the waiter) or after it (async_wait reads
-//       the closed word and hands its own waiter over, closed).
+//       closed() read the closed word). An async_wait's queue mark (an RMW, C3, an acquire)
+//       likewise comes before C1 (close then visits the spot and takes the waiter) or after it
+//       (async_wait reads the closed word and hands its own waiter over, closed). The waiters that
+//       close takes are ordered after it by the spot's mutex.
 //   (A) async waiters (docs/asio.md): the grant loop, under the spot's mutex, plays the waiter's
 //       part: it sets the bit with an RMW (A1) before its last try for the head waiter, so W2
 //       either comes before A1 (the try sees the room) or reads the bit (W3 runs the loop again
@@ -286,14 +287,21 @@ struct gate::async_access {
   // queue; relaxed, as W1: the word carries no data.
   // Answers whether the gate was closed.
   static bool set_queue_mark(gate& g) noexcept {
-    return closed_word(g.word_.fetch_or(queue_bit, std::memory_order_relaxed));
+    // (C3) acquire: a wait that finds the gate closed here completes closed having seen what the
+    // closer did before close(), as a thread does through C2 (pairs with C1)
+    return closed_word(g.word_.fetch_or(queue_bit, std::memory_order_acquire));
   }
   static void clear_queue_mark(gate& g) noexcept { g.word_.fetch_and(~queue_bit, std::memory_order_relaxed); }
   static void left_unadmitted(const void* g, bool last) noexcept {
     if (last) clear_queue_mark(*static_cast<gate*>(const_cast<void*>(g)));
   }
   static void serve(const void* g) noexcept { wake(static_cast<const gate*>(g)); }
-  static constexpr detail::async_gate_ops ops{&left_unadmitted, &serve};
+  // Relaxed: under the spot's mutex, which close takes after its CAS; a close not seen yet comes
+  // to the spot afterwards (the waiters' mark is set) and takes them then.
+  static bool is_closed(const void* g) noexcept {
+    return closed_word(static_cast<const gate*>(g)->word_.load(std::memory_order_relaxed));
+  }
+  static constexpr detail::async_gate_ops ops{&left_unadmitted, &serve, &is_closed};
 };
 
 gate::gate(std::int64_t cap) noexcept : word_(pack(clamp_cap(cap), 0)) {}
@@ -396,16 +404,22 @@ bool gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_point dead
 
 // (W3), given the gate's address alone: the mutex is taken and let go before the wake, so that a
 // waiter between its W1 and its sleep is asleep (or gone) by the time the wake comes. Async
-// waiters of g queued on the spot are admitted first, in order, while there is room (A).
+// waiters of g queued on the spot are admitted first, in order, while there is room (A), or, the
+// gate closed, all leave closed (C).
 void gate::wake(const gate* g) noexcept {
   detail::parking_spot& spot = detail::parking_for(g);
   detail::async_waiter* taken = nullptr;
+  detail::async_waiter* closed = nullptr;
   {
     std::lock_guard lock(spot.mutex);
     bool cleared = false;
-    if (!spot.queues.empty()) taken = async_access::grant(spot, g, cleared);
+    if (!spot.queues.empty()) {
+      closed = take_if_closed(spot, g);
+      if (closed == nullptr) taken = async_access::grant(spot, g, cleared);
+    }
   }
   spot.wake.notify_all();
+  hand_over(spot, closed, false);
   hand_over(spot, taken, true);
 }
 
@@ -449,16 +463,13 @@ void gate::close() noexcept {
                                       std::memory_order_release,  // (C1), (W2)
                                       std::memory_order_relaxed)) {
   }
-  if ((word & (waiting_bit | queue_bit)) != 0) shut(this);  // (W3)
+  // (W3): the async waiters, all of them, leave closed, and the threads wake to find it closed
+  if ((word & (waiting_bit | queue_bit)) != 0) wake(this);
 }
 
 bool gate::closed() const noexcept {
   return closed_word(word_.load(std::memory_order_acquire));  // (C2)
 }
-
-// (W3) for close: the threads wake and find the gate closed; the async waiters, all of them,
-// leave closed. As wake, it touches the gate only through a queued waiter of it.
-void gate::shut(const gate* g) noexcept { close_waiters(g); }
 
 // ---- mutex_gate ------------------------------------------------------------------------------
 
@@ -494,13 +505,22 @@ struct mutex_gate::async_access {
   static void wake(const void* g) noexcept {
     detail::parking_spot& spot = detail::parking_for(g);
     detail::async_waiter* taken = nullptr;
+    detail::async_waiter* closed = nullptr;
     {
       std::lock_guard lock(spot.mutex);
-      taken = grant(spot, g);
+      closed = take_if_closed(spot, g);
+      if (closed == nullptr) taken = grant(spot, g);
     }
+    hand_over(spot, closed, false);
     hand_over(spot, taken, true);
   }
-  static constexpr detail::async_gate_ops ops{&left_unadmitted, &wake};
+  // Under the spot's mutex, a waiter of g queued (so g is alive).
+  static bool is_closed(const void* g) noexcept {
+    const mutex_gate& m = *static_cast<const mutex_gate*>(g);
+    std::lock_guard lock(m.mutex_);
+    return m.closed_;
+  }
+  static constexpr detail::async_gate_ops ops{&left_unadmitted, &wake, &is_closed};
 };
 
 mutex_gate::~mutex_gate() {
@@ -599,15 +619,16 @@ void mutex_gate::adjust(pressure p, std::int64_t max_cap) noexcept {
   wake_if_waiting(lock);
 }
 
-// The threads wake and find it closed; the async waiters leave closed, after the mutex is let go
-// (a queued one keeps the gate alive).
+// The async waiters leave closed first, after the mutex is let go (a queued one keeps the gate
+// alive), and the last one to leave wakes the threads (dequeued), under the mutex; with none
+// queued, the threads are woken here. Either way they find it closed.
 void mutex_gate::close() noexcept {
   std::unique_lock lock(mutex_);
   closed_ = true;
-  if (waiting_ > 0) room_.notify_all();
   const bool async = async_queued_ > 0;
+  if (!async && waiting_ > 0) room_.notify_all();
   lock.unlock();
-  if (async) close_waiters(this);
+  if (async) async_access::wake(this);
 }
 
 bool mutex_gate::closed() const noexcept {

@@ -162,8 +162,6 @@ class gate : public detail::timed_admissions<gate> {
   bool wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline);
   // Touches only g's parking spot, never *g, unless an async waiter of g is queued there.
   static void wake(const gate* g) noexcept;
-  // close()'s (W3): wakes g's threads and hands every async waiter of g over, closed.
-  static void shut(const gate* g) noexcept;
   friend void detail::async_wait(gate&, detail::async_waiter&) noexcept;
   struct async_access;  // lib/gate.cpp's grant loop
   struct counting;      // lib/gate.cpp: the bodies that the unit and weighted calls share

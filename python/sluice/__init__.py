@@ -19,6 +19,7 @@ gates' own async waiters: no thread is started (the module's thread count is zer
 
 import asyncio
 import itertools
+import operator
 import os
 import weakref
 
@@ -192,7 +193,7 @@ class _AsyncMixin:
         # GATE_LIMIT (ValueError, nothing queued)
         if self.try_admit(n):  # refuses while a waiter of the gate is queued: none is overtaken
             return True
-        if self.closed:
+        if self.closed and operator.index(n) <= GATE_LIMIT:  # a weight too large: ValueError first
             raise GateClosed("the gate is closed")
         loop = asyncio.get_running_loop()
         channel = _channel_for(loop)

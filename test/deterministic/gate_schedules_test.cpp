@@ -147,3 +147,63 @@ TEST_CASE("close stopped at any step of a grant, or a grant at any step of close
     }
   }
 }
+
+// A fork at every switch point of close(): the child inherits each waiter queued or handed over
+// closed, and serving the gate there (an io_context's notify_fork) hands every one still queued
+// over closed: none is stranded on the closed gate, none admitted.
+TEST_CASE("a fork at any step of close finds every async waiter queued or handed over closed, and serves the rest closed") {
+  std::size_t close_steps = 0;
+  {
+    sluice::gate g{1};
+    g.note_submitted();
+    std::vector<waiter> ws(waiters, waiter(g));
+    for (waiter& w : ws) sluice::detail::async_wait(g, w);
+    close_steps = scheduler::run({[&] { g.close(); }}, scheduler::random(0));
+  }
+  const auto child_ok = [](sluice::gate& g, std::vector<waiter>& ws) {
+    for (const waiter& w : ws) {
+      if (w.queued ? w.handed != 0 : w.handed != 1 || w.admitted || !w.closed) return false;
+    }
+    if (!g.closed()) {  // forked before close's CAS: all still queued, and the child closes it
+      for (const waiter& w : ws) {
+        if (!w.queued) return false;
+      }
+      g.close();
+    }
+    for (const waiter& w : ws) {
+      if (w.queued) sluice::detail::async_serve(w);
+    }
+    for (const waiter& w : ws) {
+      if (w.queued || w.handed != 1 || w.admitted || !w.closed) return false;
+    }
+    return g.closed() && g.in_flight() == 1;
+  };
+  for (std::size_t k = 0; k <= close_steps; ++k) {
+    CAPTURE(k);
+    sluice::gate g{1};
+    g.note_submitted();
+    std::vector<waiter> ws(waiters, waiter(g));
+    for (waiter& w : ws) sluice::detail::async_wait(g, w);
+    int status = -1;
+    std::size_t spun = 0;
+    auto policy = [k, &spun](const moment& m) {
+      const auto runnable = [&m](std::size_t t) { return std::find(m.runnable.begin(), m.runnable.end(), t) != m.runnable.end(); };
+      if (!runnable(1) || (runnable(0) && (m.step < k || ++spun % 1000 == 0))) return m.runnable.front();
+      return std::size_t{1};
+    };
+    scheduler::run({[&] { g.close(); },
+                    [&] {
+                      const pid_t pid = fork();
+                      if (pid == 0) {
+                        scheduler::detach();
+                        alarm(10);
+                        _exit(child_ok(g, ws) ? 0 : 1);
+                      }
+                      if (pid > 0) waitpid(pid, &status, 0);
+                    }},
+                   policy);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    for (const waiter& w : ws) CHECK((!w.queued && w.handed == 1 && !w.admitted && w.closed));
+  }
+}

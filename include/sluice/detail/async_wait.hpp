@@ -22,6 +22,9 @@ struct async_gate_ops {
   // Admits the gate's queued waiters while there is room, as the calls that make room do; touches
   // the gate only if a waiter of it is queued.
   void (*serve)(const void* gate) noexcept;
+  // Under the spot's mutex, with a waiter of the gate queued (so that it is alive): whether the
+  // gate is closed; serve then hands every waiter of it over, closed.
+  bool (*closed)(const void* gate) noexcept;
 };
 
 // One asynchronous wait for an admission. The caller fills hand_over, discard, gate and handle,
@@ -71,9 +74,9 @@ bool async_cancel(const void* gate, async_waiter* const* handle) noexcept;
 // Takes w out of the queue if it is still there (true), without handing it over.
 bool async_withdraw(async_waiter& w) noexcept;
 
-// Admits w's gate's queued waiters while there is room (a forked child's io_context, whose
-// wake-ups may have stayed in the parent: docs/gate.md, FORK). Touches the gate only if a waiter
-// of it is queued.
+// Admits w's gate's queued waiters while there is room, or hands them all over closed if the gate
+// is closed (a forked child's io_context, whose wake-ups may have stayed in the parent:
+// docs/gate.md, FORK). Touches the gate only if a waiter of it is queued.
 inline void async_serve(const async_waiter& w) noexcept { w.ops->serve(w.gate); }
 
 }  // namespace sluice::detail
