@@ -3,6 +3,8 @@
 //
 // gate.note_pair:  note_submitted + note_done   (the bare pair's shape)
 // gate.admit_pair: try_admit + note_done        (the semaphore's shape)
+// gate.weighted_pair: try_admit(n) + note_done(n), n = 3 read at run time, beside the unit pair
+//                  and the semaphore's (which has no weighted try)
 // gate.pingpong:   two threads, two gates of cap one, each held by the other thread: a thread
 //                  admits on its gate (waiting for the other's note_done there) and gives the
 //                  other's back, so every admission is a hand-off, and an iteration is two of
@@ -40,6 +42,18 @@ void admit_pair(benchmark::State& state) {
     const bool got = g.try_admit();
     benchmark::DoNotOptimize(got);
     if (got) g.note_done();  // a note_done after a refusal would end someone else's admission
+  }
+}
+
+template <class Gate>
+void weighted_pair(benchmark::State& state) {
+  Gate& g = shared_gate<Gate>();
+  std::int64_t n = 3;
+  benchmark::DoNotOptimize(n);  // a weight the compiler cannot fold
+  for (auto _ : state) {
+    const bool got = g.try_admit(n);
+    benchmark::DoNotOptimize(got);
+    if (got) g.note_done(n);
   }
 }
 
@@ -106,6 +120,10 @@ void register_all() {
   add("gate.admit_pair", "gate", admit_pair<sluice::gate>);
   add("gate.admit_pair", "mutex_gate", admit_pair<sluice::mutex_gate>);
   add("gate.admit_pair", "counting_semaphore", semaphore_pair);
+  add("gate.weighted_pair", "gate", weighted_pair<sluice::gate>);
+  add("gate.weighted_pair", "mutex_gate", weighted_pair<sluice::mutex_gate>);
+  add("gate.weighted_pair", "gate_unit", admit_pair<sluice::gate>);
+  add("gate.weighted_pair", "counting_semaphore", semaphore_pair);
   const sluice_bench::which_counts two{.min_threads = 2, .max_threads = 2};
   add("gate.pingpong", "gate", pingpong<sluice::gate>, two);
   add("gate.pingpong", "mutex_gate", pingpong<sluice::mutex_gate>, two);

@@ -12,6 +12,11 @@
 //                                (set_cap on each gate, which grants and posts), one iteration
 //   waiters.one_gate/W           the same for W waits on one gate
 // The last two report queue_ms and admit_ms as counters (the time is their sum).
+//   waiters.close_async/G/W      close() on a full gate (G: gate or mutex_gate) with W async waits
+//                                queued: from the close until the last handler has run (the
+//                                io_context run on this thread, one handler each)
+//   waiters.close_threads/G/T    close() with T threads waiting in admit(): from the close until
+//                                the last of them has caught gate_closed
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -149,8 +154,71 @@ void queue_then_admit(benchmark::State& state, long gates, long waits) {
   }
 }
 
+template <class Gate>
+void close_async(benchmark::State& state) {
+  const long waits = state.range(0);
+  for (auto _ : state) {
+    Gate g{1};
+    (void)g.try_admit();
+    asio::io_context io;
+    long closed = 0;
+    for (long i = 0; i < waits; ++i) {
+      sluice::async_admit(g, asio::bind_executor(io, [&closed](std::error_code ec, sluice::permit<Gate>) {
+                            closed += ec == sluice::gate_errc::closed;
+                          }));
+    }
+    const auto start = clock_type::now();
+    g.close();
+    io.run();
+    state.SetIterationTime(std::chrono::duration<double>(clock_type::now() - start).count());
+    if (closed != waits) state.SkipWithError("a wait did not complete closed");
+  }
+}
+
+template <class Gate>
+void close_threads(benchmark::State& state) {
+  const long count = state.range(0);
+  for (auto _ : state) {
+    Gate g{1};
+    (void)g.try_admit();
+    std::atomic<long> started{0}, out{0};
+    std::atomic<clock_type::rep> last{0};
+    std::vector<std::thread> threads;
+    threads.reserve(static_cast<std::size_t>(count));
+    for (long i = 0; i < count; ++i) {
+      threads.emplace_back([&] {
+        started.fetch_add(1);
+        try {
+          g.admit();
+        } catch (const sluice::gate_closed&) {
+          const auto now = clock_type::now().time_since_epoch().count();
+          auto seen = last.load();
+          while (seen < now && !last.compare_exchange_weak(seen, now)) {
+          }
+          out.fetch_add(1);
+        }
+      });
+    }
+    while (started.load() < count) std::this_thread::yield();
+    for (int i = 0; i < 1000; ++i) std::this_thread::yield();  // most of them asleep in admit()
+    const auto start = clock_type::now();
+    g.close();
+    for (auto& t : threads) t.join();
+    state.SetIterationTime(std::chrono::duration<double>(clock_type::time_point(clock_type::duration(last.load())) - start).count());
+    if (out.load() != count) state.SkipWithError("a thread did not leave with gate_closed");
+  }
+}
+
 }  // namespace
 
+BENCHMARK_TEMPLATE(close_async, sluice::gate)->Name("waiters.close_async/gate")->Arg(10'000)
+    ->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(close_async, sluice::mutex_gate)->Name("waiters.close_async/mutex_gate")->Arg(10'000)
+    ->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(close_threads, sluice::gate)->Name("waiters.close_threads/gate")->Arg(1'000)->Arg(10'000)
+    ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(close_threads, sluice::mutex_gate)->Name("waiters.close_threads/mutex_gate")->Arg(1'000)->Arg(10'000)
+    ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(wake_beside)->Name("waiters.wake_beside")->Arg(0)->Arg(100'000)->Arg(1'000'000)
     ->UseManualTime()->Iterations(50)->Unit(benchmark::kMicrosecond);
 BENCHMARK(cancel_beside)->Name("waiters.cancel_beside")->Arg(0)->Arg(100'000)->Arg(1'000'000)
