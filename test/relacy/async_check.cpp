@@ -57,6 +57,7 @@ struct waiter : sluice::detail::async_waiter {
       w.finished($) = w.finished($) + 1;
       w.admitted($) = ok;
       if (ok && w.payload != nullptr) RL_ASSERT((*w.payload)($) == 1);  // what note_done published
+      if (!ok && w.closed && w.payload != nullptr) RL_ASSERT((*w.payload)($) == 1);  // what close published
       if (ok && w.release_on_admit != nullptr) {
         RL_ASSERT((*w.held)($).fetch_add(1, rl::mo_relaxed) == 0);  // alone in the gate
         (*w.held)($).fetch_sub(1, rl::mo_relaxed);
@@ -317,6 +318,34 @@ struct async_close_race : rl::test_suite<async_close_race, 3> {
   }
 };
 
+// An async wait that begins as the gate closes (C): it leaves closed, whether close() took it
+// from the queue (ordered by the spot's mutex) or async_wait found the gate closed as it queued
+// (C3's acquire of C1's release), and either way it sees what the closer wrote before close().
+struct async_close_late : rl::test_suite<async_close_late, 2> {
+  std::optional<sluice::gate> gate;
+  waiter w;
+  rl::var<int> payload;
+
+  void before() {
+    full_gate(gate);
+    payload($) = 0;
+    w.payload = &payload;
+    w.start(*gate, false);
+  }
+  void thread(unsigned index) {
+    if (index == 0) {
+      payload($) = 1;
+      gate->close();
+    } else {
+      sluice::detail::async_wait(*gate, w);
+    }
+  }
+  void after() {
+    RL_ASSERT(w.finished($) == 1 && !w.admitted($) && w.closed && queue_empty());
+    end_check(gate);
+  }
+};
+
 // A fork's prepare, holding the spot's mutex, waits for the hand-overs in progress (H): it then
 // finds the waiter queued, or handed over whole, never taken out but not yet handed over, and
 // what the hand-over wrote is visible to it (the child would inherit it). The waiter is queued
@@ -388,6 +417,14 @@ TEST_CASE("gate: waiters of two gates on one spot: each wake-up and cancellation
 TEST_CASE("gate: close racing a grant and a cancellation: every wait out once, no admission lost or doubled") {
   expect_passes("async close race, every schedule of <= 2 preemptions", explore<async_close_race>(every_schedule(2)));
   expect_passes("async close race, random schedules", explore<async_close_race>(random_schedules(100'000)));
+}
+
+TEST_CASE("gate: an async wait that begins as the gate closes leaves closed, seeing what the closer wrote (C3)") {
+  expect_passes("async close late, every schedule of <= 3 preemptions", explore<async_close_late>(every_schedule(3)));
+  expect_passes("async close late, random schedules", explore<async_close_late>(random_schedules(100'000)));
+  const ordering late{"(C3) the queue mark's acquire", "lib/gate.cpp",
+                      "return closed_word(g.word_.fetch_or(queue_bit, std::memory_order_acquire));", 0};
+  expect_reported<async_close_late>("async close late", late, every_schedule(3));
 }
 
 TEST_CASE("gate: a fork's prepare finds every async waiter queued or handed over (H)") {
