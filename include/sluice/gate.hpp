@@ -31,7 +31,7 @@
 // waiters are, in FIFO order (docs/gate.md, WEIGHTS).
 //
 // mutex_gate: the same calls over a std::mutex. permit<G>: admissions held for a scope. The
-// whole contract (limits, weights, progress, waiting, fork, memory ordering) is in docs/gate.md.
+// whole contract (limits, weights, close, progress, waiting, fork, memory ordering): docs/gate.md.
 #pragma once
 
 #include "sluice/detail/platform.hpp"
