@@ -137,16 +137,27 @@ void hand_over(detail::parking_spot& spot, detail::async_waiter* taken, bool adm
   d.running = false;
 }
 
+// Under the spot's mutex: the head of the queue of the gate at g, if that gate is of the kind
+// whose calls `ops` belongs to. A call that comes late (its gate destroyed meanwhile by a thread
+// it had turned away or admitted) may find another kind of gate made since at the address: it
+// leaves that gate's waiters to that gate's own calls, never taking them with the wrong kind's
+// code.
+detail::async_waiter* head_of(detail::parking_spot& spot, const void* g, const detail::async_gate_ops* ops) noexcept {
+  detail::async_waiter* const head = spot.queues.head(g);
+  return head != nullptr && head->ops == ops ? head : nullptr;
+}
+
 // The grant loop: takes the gate's waiters from the head, oldest first, while take(units) admits one;
 // stops at the first that it cannot admit (take() then left the gate marked, so that the call
 // that makes room comes back here). Returns the taken waiters chained through next, their
 // hand-over begun; found: whether it met a waiter of the gate (if not, it touched nothing of the
 // gate, which may be gone); left: whether one is still queued.
 template <class Take>
-detail::async_waiter* grant(detail::parking_spot& spot, const void* g, Take take, bool& found, bool& left) noexcept {
+detail::async_waiter* grant(detail::parking_spot& spot, const void* g, const detail::async_gate_ops* ops, Take take,
+                            bool& found, bool& left) noexcept {
   detail::async_waiter* taken = nullptr;
   detail::async_waiter** tail = &taken;
-  detail::async_waiter* w = spot.queues.head(g);
+  detail::async_waiter* w = head_of(spot, g, ops);
   found = w != nullptr;
   left = false;
   while (w != nullptr) {
@@ -179,9 +190,10 @@ bool leave_unadmitted(detail::parking_spot& spot, detail::async_waiter& w) noexc
 // begun. A waiter found means that the gate at g is alive (a queued wait keeps it so), and asking
 // it whether it is closed (not trusting the caller) keeps a close whose gate was destroyed and
 // another made at its address from taking the new gate's waiters.
-detail::async_waiter* take_if_closed(detail::parking_spot& spot, const void* g) noexcept {
-  detail::async_waiter* const head = spot.queues.head(g);
-  if (head == nullptr || !head->ops->closed(g)) return nullptr;
+detail::async_waiter* take_if_closed(detail::parking_spot& spot, const void* g,
+                                     const detail::async_gate_ops* ops) noexcept {
+  detail::async_waiter* const head = head_of(spot, g, ops);
+  if (head == nullptr || !ops->closed(g)) return nullptr;
   detail::async_waiter* taken = nullptr;
   detail::async_waiter** tail = &taken;
   while (detail::async_waiter* const w = spot.queues.head(g)) {
@@ -277,7 +289,8 @@ struct gate::async_access {
   static detail::async_waiter* grant(detail::parking_spot& spot, const gate* g, bool& cleared) noexcept {
     gate& mutable_g = *const_cast<gate*>(g);
     bool found = false, left = false;
-    detail::async_waiter* taken = sluice::grant(spot, g, [&](std::int64_t n) { return take(mutable_g, n); }, found, left);
+    detail::async_waiter* taken =
+        sluice::grant(spot, g, &ops, [&](std::int64_t n) { return take(mutable_g, n); }, found, left);
     cleared = found && !left;  // no waiter of g met: g may be gone, touch nothing of it
     if (cleared) clear_queue_mark(mutable_g);
     return taken;
@@ -414,7 +427,7 @@ void gate::wake(const gate* g) noexcept {
     std::lock_guard lock(spot.mutex);
     bool cleared = false;
     if (!spot.queues.empty()) {
-      closed = take_if_closed(spot, g);
+      closed = take_if_closed(spot, g, &async_access::ops);
       if (closed == nullptr) taken = async_access::grant(spot, g, cleared);
     }
   }
@@ -499,7 +512,7 @@ struct mutex_gate::async_access {
   static detail::async_waiter* grant(detail::parking_spot& spot, const void* g) noexcept {
     bool found = false, left = false;
     return sluice::grant(
-        spot, g, [g](std::int64_t n) { return take(*static_cast<mutex_gate*>(const_cast<void*>(g)), n); }, found,
+        spot, g, &ops, [g](std::int64_t n) { return take(*static_cast<mutex_gate*>(const_cast<void*>(g)), n); }, found,
         left);
   }
   static void wake(const void* g) noexcept {
@@ -508,7 +521,7 @@ struct mutex_gate::async_access {
     detail::async_waiter* closed = nullptr;
     {
       std::lock_guard lock(spot.mutex);
-      closed = take_if_closed(spot, g);
+      closed = take_if_closed(spot, g, &ops);
       if (closed == nullptr) taken = grant(spot, g);
     }
     hand_over(spot, closed, false);

@@ -1,14 +1,17 @@
 // The gates that wait: admit(), try_admit_for(), try_admit_until() and the waiting permits, on
 // both gates. Waits that must end are bounded by a timeout far longer than they need, so a
 // lost wake-up fails the test (a wait that gave up) instead of hanging it.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <thread>
 #include <vector>
 
 #include "doctest.hpp"
+#include "sluice/detail/async_wait.hpp"
 #include "sluice/gate.hpp"
 #include "kinds.hpp"
 #include "threads.hpp"
@@ -402,4 +405,50 @@ TEST_CASE_TEMPLATE("close racing note_done and waiting threads never loses or do
     CHECK(admitted.load() <= 2);
     CHECK(g.closed());
   }
+}
+
+// ---- a late call and another kind of gate at the same address (docs/gate.md, LIFETIME) ------
+
+namespace {
+struct recorded_waiter : sluice::detail::async_waiter {
+  int handed = 0;
+  bool admitted = false;
+  explicit recorded_waiter(const void* g) {
+    gate = g;
+    hand_over = [](sluice::detail::async_waiter* w, bool ok) noexcept {
+      auto& self = static_cast<recorded_waiter&>(*w);
+      ++self.handed;
+      self.admitted = ok;
+      return true;
+    };
+  }
+};
+}  // namespace
+
+TEST_CASE("a late serve of a destroyed gate leaves the waiters of another kind of gate made at its address alone") {
+  // A late wake-up of a gate destroyed meanwhile (by a thread its close turned away) runs the
+  // destroyed gate's code on whatever now lives at its address: here, at once, through the serve
+  // of a waiter that waited on it.
+  alignas(sluice::gate) alignas(sluice::mutex_gate) unsigned char place[std::max(sizeof(sluice::gate), sizeof(sluice::mutex_gate))];
+  auto* old_gate = new (place) sluice::gate{1};
+  recorded_waiter stale(old_gate);
+  sluice::detail::async_wait(*old_gate, stale);  // admitted at once: its ops are the gate's
+  REQUIRE(stale.handed == 1);
+  old_gate->note_done();
+  old_gate->~gate();
+  auto* other = new (place) sluice::mutex_gate{1};
+  REQUIRE(other->try_admit());
+  recorded_waiter fresh(other);
+  sluice::detail::async_wait(*other, fresh);
+  REQUIRE(fresh.queued);
+  sluice::detail::async_serve(stale);  // the gate's serve at the mutex_gate's address: must touch nothing
+  CHECK(fresh.queued);
+  CHECK(fresh.handed == 0);
+  CHECK(other->in_flight() == 1);
+  other->note_done();  // its mutex intact, its own wake-up admits the waiter
+  CHECK(fresh.handed == 1);
+  CHECK(fresh.admitted);
+  CHECK(other->in_flight() == 1);
+  other->note_done();
+  other->~mutex_gate();
 }
