@@ -58,6 +58,17 @@ bool child_finds_it_whole(sluice::gate& g, std::vector<waiter>& ws) {
   return g.in_flight() == 1 + waiters;
 }
 
+// The policy of the cases below: thread 0 runs its first k switch points, then stops while thread
+// 1 runs on; thread 0 runs one more only when thread 1 has spun a thousand, as it does while it
+// waits for a lock or a hand-over that thread 0 holds.
+auto stop_after(std::size_t k) {
+  return [k, spun = std::size_t{0}](const moment& m) mutable {
+    const auto runnable = [&m](std::size_t t) { return std::find(m.runnable.begin(), m.runnable.end(), t) != m.runnable.end(); };
+    if (!runnable(1) || (runnable(0) && (m.step < k || ++spun % 1000 == 0))) return m.runnable.front();
+    return std::size_t{1};
+  };
+}
+
 }  // namespace
 
 TEST_CASE("a fork at any step of a grant finds every async waiter queued or handed over, once") {
@@ -80,14 +91,8 @@ TEST_CASE("a fork at any step of a grant finds every async waiter queued or hand
     for (waiter& w : ws) sluice::detail::async_wait(g, w);
     int status = -1;
     // The granting thread (0) runs its first k switch points, then stops while the forking
-    // thread (1) can go on: it runs one more switch point only when the fork has spun a
-    // thousand, as it does while it waits for a lock or a hand-over that thread 0 holds.
-    std::size_t spun = 0;
-    auto policy = [k, &spun](const moment& m) {
-      const auto runnable = [&m](std::size_t t) { return std::find(m.runnable.begin(), m.runnable.end(), t) != m.runnable.end(); };
-      if (!runnable(1) || (runnable(0) && (m.step < k || ++spun % 1000 == 0))) return m.runnable.front();
-      return std::size_t{1};
-    };
+    // thread (1) goes on.
+    auto policy = stop_after(k);
     scheduler::run({[&] { g.set_cap(waiters + 1); },
                     [&] {
                       const pid_t pid = fork();
@@ -123,15 +128,7 @@ TEST_CASE("close stopped at any step of a grant, or a grant at any step of close
       for (waiter& w : ws) sluice::detail::async_wait(g, w);
       const std::function<void()> closer = [&] { g.close(); };
       const std::function<void()> finisher = [&] { g.note_done(); };
-      // Thread 0 runs its first k switch points, then thread 1 runs while it can: thread 0 runs
-      // one more only when thread 1 has spun a thousand, as it does while it waits for a lock
-      // that thread 0 holds.
-      std::size_t spun = 0;
-      auto policy = [k, &spun](const moment& m) {
-        const auto runnable = [&m](std::size_t t) { return std::find(m.runnable.begin(), m.runnable.end(), t) != m.runnable.end(); };
-        if (!runnable(1) || (runnable(0) && (m.step < k || ++spun % 1000 == 0))) return m.runnable.front();
-        return std::size_t{1};
-      };
+      auto policy = stop_after(k);  // thread 0 stops after k switch points, thread 1 runs on
       const std::size_t steps = scheduler::run({close_first ? closer : finisher, close_first ? finisher : closer}, policy);
       std::int64_t admitted = 0;
       for (const waiter& w : ws) {
@@ -185,12 +182,7 @@ TEST_CASE("a fork at any step of close finds every async waiter queued or handed
     std::vector<waiter> ws(waiters, waiter(g));
     for (waiter& w : ws) sluice::detail::async_wait(g, w);
     int status = -1;
-    std::size_t spun = 0;
-    auto policy = [k, &spun](const moment& m) {
-      const auto runnable = [&m](std::size_t t) { return std::find(m.runnable.begin(), m.runnable.end(), t) != m.runnable.end(); };
-      if (!runnable(1) || (runnable(0) && (m.step < k || ++spun % 1000 == 0))) return m.runnable.front();
-      return std::size_t{1};
-    };
+    auto policy = stop_after(k);
     scheduler::run({[&] { g.close(); },
                     [&] {
                       const pid_t pid = fork();
