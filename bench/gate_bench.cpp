@@ -9,9 +9,17 @@
 //                  admits on its gate (waiting for the other's note_done there) and gives the
 //                  other's back, so every admission is a hand-off, and an iteration is two of
 //                  them, one each way (std::binary_semaphore: the classic two-semaphore ping-pong)
+// gate.serve:      a server's shape: every thread admits (waiting for room: admit(), or the
+//                  semaphore's acquire()), works for a while with the admission held (a spin
+//                  of about 100 ns or 1 us of CPU, the argument), and gives it back; the cap is
+//                  4, below the larger thread counts, so that threads wait for each other's
+//                  note_done. Thread counts from SLUICE_BENCH_SERVE_THREADS ("1,2,8,64" unless
+//                  set); ns per admission, all threads together.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <semaphore>
+#include <string>
 
 #include "bench_main.hpp"
 #include "sluice/gate.hpp"
@@ -112,6 +120,53 @@ void semaphore_pingpong(benchmark::State& state) {
   if (state.thread_index() == 1) mine.acquire();
 }
 
+constexpr std::int64_t serve_cap = 4;
+
+// CPU work of about `ns` nanoseconds: a loop whose length is calibrated once, against the steady
+// clock, so that a thread preempted in the middle of it is not counted as working.
+void work_for(long ns) {
+  static const double loops_per_ns = [] {
+    using clock = std::chrono::steady_clock;
+    constexpr long loops = 20'000'000;
+    const auto start = clock::now();
+    for (long i = 0; i < loops; ++i) benchmark::DoNotOptimize(i);
+    return loops / std::chrono::duration<double, std::nano>(clock::now() - start).count();
+  }();
+  const long loops = static_cast<long>(static_cast<double>(ns) * loops_per_ns);
+  for (long i = 0; i < loops; ++i) benchmark::DoNotOptimize(i);
+}
+
+template <class Gate>
+void serve(benchmark::State& state) {
+  static Gate g{serve_cap};
+  const long ns = state.range(0);
+  for (auto _ : state) {
+    g.admit();
+    work_for(ns);
+    g.note_done();
+  }
+}
+
+std::counting_semaphore<serve_cap> serve_semaphore{serve_cap};
+
+void semaphore_serve(benchmark::State& state) {
+  const long ns = state.range(0);
+  for (auto _ : state) {
+    serve_semaphore.acquire();
+    work_for(ns);
+    serve_semaphore.release();
+  }
+}
+
+// gate.serve at each work length and SLUICE_BENCH_SERVE_THREADS thread count.
+template <class Fn>
+void add_serve(const std::string& variant, Fn fn) {
+  auto* b = benchmark::RegisterBenchmark(("gate.serve/" + variant).c_str(), fn);
+  b->ArgName("work_ns")->Arg(100)->Arg(1000);
+  for (const int n : sluice_bench::counts_from("SLUICE_BENCH_SERVE_THREADS", "1,2,8,64")) b->Threads(n);
+  b->UseRealTime();
+}
+
 void register_all() {
   using sluice_bench::add;
   add("gate.note_pair", "gate", note_pair<sluice::gate>);
@@ -128,6 +183,9 @@ void register_all() {
   add("gate.pingpong", "gate", pingpong<sluice::gate>, two);
   add("gate.pingpong", "mutex_gate", pingpong<sluice::mutex_gate>, two);
   add("gate.pingpong", "counting_semaphore", semaphore_pingpong, two);
+  add_serve("gate", serve<sluice::gate>);
+  add_serve("mutex_gate", serve<sluice::mutex_gate>);
+  add_serve("counting_semaphore", semaphore_serve);
 }
 
 }  // namespace

@@ -9,12 +9,26 @@
 
 #include "cpu_relax.hpp"
 #include "parking.hpp"
+#include "tallies.hpp"
 
 namespace sluice {
 
 const std::error_category& gate_category() noexcept;
 
 namespace {
+
+// The word's layout: sluice/detail/gate_word.hpp.
+using detail::gate_word::admit_limit;
+using detail::gate_word::cap_of;
+using detail::gate_word::count_mask;
+using detail::gate_word::count_of;
+using detail::gate_word::pack;
+using detail::gate_word::queue_bit;
+using detail::gate_word::waiting_bit;
+constexpr bool closed_word(std::uint64_t word) noexcept { return detail::gate_word::closed(word); }
+
+// A weight as the gates count it: below zero, zero (docs/gate.md, WEIGHTS).
+constexpr std::int64_t weight(std::int64_t n) noexcept { return n < 0 ? 0 : n; }
 
 constexpr std::int64_t clamp_cap(std::int64_t cap) noexcept {
   return std::clamp<std::int64_t>(cap, 1, gate_limit);
@@ -23,36 +37,6 @@ constexpr std::int64_t clamp_cap(std::int64_t cap) noexcept {
 constexpr std::int64_t next_cap(std::int64_t cap, pressure p, std::int64_t max_cap) noexcept {
   return p == pressure::ok ? clamp_cap(std::min(cap + 1, max_cap)) : clamp_cap(cap - 1);
 }
-
-// The packed word: in_flight in bits 0-30, the waiting mark in bit 31, cap in bits 32-62, and
-// the queue mark in bit 63: async waiters of the gate are queued, so try_admit refuses (they go
-// first: docs/asio.md, Fairness).
-constexpr int cap_shift = 32;
-constexpr std::uint64_t waiting_bit = std::uint64_t{1} << 31;
-constexpr std::uint64_t count_mask = waiting_bit - 1;
-constexpr std::uint64_t queue_bit = std::uint64_t{1} << 63;
-
-constexpr std::uint64_t pack(std::int64_t cap, std::uint64_t count) noexcept {
-  return static_cast<std::uint64_t>(cap) << cap_shift | count;
-}
-constexpr std::int64_t cap_of(std::uint64_t word) noexcept {
-  return static_cast<std::int64_t>((word & ~queue_bit) >> cap_shift);
-}
-// What try_admit admits below: the cap, or, with the queue mark set, a negative number. The
-// arithmetic shift carries the mark into the sign: the same one instruction as cap_of's shift.
-constexpr std::int64_t admit_limit(std::uint64_t word) noexcept {
-  return static_cast<std::int64_t>(word) >> cap_shift;
-}
-constexpr std::int64_t count_of(std::uint64_t word) noexcept {
-  return static_cast<std::int64_t>(word & count_mask);
-}
-
-// A weight as the gates count it: below zero, zero (docs/gate.md, WEIGHTS).
-constexpr std::int64_t weight(std::int64_t n) noexcept { return n < 0 ? 0 : n; }
-
-// A closed gate's cap field is 0, below every cap that clamp_cap makes.
-constexpr std::uint64_t cap_bits = (std::uint64_t{gate_limit} << cap_shift);
-constexpr bool closed_word(std::uint64_t word) noexcept { return (word & cap_bits) == 0; }
 
 class gate_error_category final : public std::error_category {
  public:
@@ -179,7 +163,7 @@ detail::async_waiter* grant(detail::parking_spot& spot, const void* g, const det
 // the queue may have been all that turned them away. Answers whether it was the last.
 bool leave_unadmitted(detail::parking_spot& spot, detail::async_waiter& w) noexcept {
   const bool last = !unlink_waiter(spot, w);
-  w.ops->left_unadmitted(w.gate, last);
+  w.ops->left_unadmitted(w, last);
   if (last) spot.wake.notify_all();
   return last;
 }
@@ -263,26 +247,26 @@ const std::error_category& gate_category() noexcept {
 // latest value in the word's modification order whatever its ordering. The spot's mutex orders
 // W3 against the waiter; the word needs nothing more for it.
 
-// The queue's access to a gate: an admission below a given limit (try_admit's, or the cap alone
-// for the grant loop, which serves the queue the mark holds room for), and the queue mark.
+// The queue's access to a gate: the grant loop's admission (the cap alone: it serves the queue
+// that the mark holds room for), the queue mark, and the statistics of its waiters.
 struct gate::async_access {
-  // n in [0, gate_limit]: count + n stays within the count's bits, since Limit is at most the cap.
-  template <std::int64_t (*Limit)(std::uint64_t)>
-  [[gnu::always_inline]] static bool admit_within(gate& g, std::int64_t n) noexcept {
-    std::uint64_t word = g.word_.load(std::memory_order_relaxed);
-    do {
-      if (count_of(word) + n > Limit(word)) return false;
-    } while (!g.word_.compare_exchange_weak(word, word + static_cast<std::uint64_t>(n),
-                                            std::memory_order_acquire,    // (2)
-                                            std::memory_order_relaxed));
-    return true;
-  }
   // The grant loop's admission of n: within the cap, whatever the queue mark; before its last
-  // try it marks the word (A1).
+  // try it marks the word (A1). A waiter admitted here waited (it was queued). It holds the
+  // spot's mutex: a lost CAS tries again at once, without backing off.
   static bool take(gate& g, std::int64_t n) noexcept {
-    if (admit_within<cap_of>(g, n)) return true;
-    g.word_.fetch_or(waiting_bit, std::memory_order_relaxed);  // (A1)
-    return admit_within<cap_of>(g, n);
+    const auto admits = [&g, n] {
+      std::uint64_t word = g.word_.load(std::memory_order_relaxed);
+      bool admitted;
+      while (!g.enter_try<true>(n, word, admitted)) {
+      }
+      return admitted;
+    };
+    if (!admits()) {
+      g.word_.fetch_or(waiting_bit, std::memory_order_relaxed);  // (A1)
+      if (!admits()) return false;
+    }
+    g.wait_ended(detail::wait_end::admitted, true);
+    return true;
   }
   // Under the spot's mutex. Returns the taken waiters; cleared tells whether the queue mark went
   // (the spot's threads, which the mark turned away, must then be woken).
@@ -305,8 +289,13 @@ struct gate::async_access {
     return closed_word(g.word_.fetch_or(queue_bit, std::memory_order_acquire));
   }
   static void clear_queue_mark(gate& g) noexcept { g.word_.fetch_and(~queue_bit, std::memory_order_relaxed); }
-  static void left_unadmitted(const void* g, bool last) noexcept {
-    if (last) clear_queue_mark(*static_cast<gate*>(const_cast<void*>(g)));
+  static void left_unadmitted(const detail::async_waiter& w, bool last) noexcept {
+    gate& g = *static_cast<gate*>(const_cast<void*>(w.gate));
+    g.wait_ended(w.closed ? detail::wait_end::closed
+                 : w.timed_out ? detail::wait_end::timed_out
+                               : detail::wait_end::cancelled,
+                 true);
+    if (last) clear_queue_mark(g);
   }
   static void serve(const void* g) noexcept { wake(static_cast<const gate*>(g)); }
   // Relaxed: under the spot's mutex, which close takes after its CAS; a close not seen yet comes
@@ -317,76 +306,143 @@ struct gate::async_access {
   static constexpr detail::async_gate_ops ops{&left_unadmitted, &serve, &is_closed};
 };
 
-gate::gate(std::int64_t cap) noexcept : word_(pack(clamp_cap(cap), 0)) {}
+gate::gate(std::int64_t cap) noexcept : word_(pack(clamp_cap(cap), 0)), tally_(detail::tally_take()) {}
 
 // Relaxed: the calls that queued a waiter happen-before the destruction (the caller's duty, as
 // for any object); a mark that a grant on another thread has just cleared only costs a look at
 // the spot, where the waiters are found gone.
 gate::~gate() {
   if ((word_.load(std::memory_order_relaxed) & queue_bit) != 0) abandon_waiters(this);
+  detail::tally_give_back(tally_);
 }
 
-// The unit calls are the weighted ones with n = 1, each a call of its own into one inline body,
-// so that the compiler folds the constant and drops the weight's checks: try_admit() +
-// note_done() cost what they cost before weights (scripts/instructions.sh counts both pairs).
-
-struct gate::counting {
-  // n in [1, gate_limit]. Relaxed: a submission publishes nothing, and makes no room. One CAS,
-  // retried only when another call changed the word (lock-free); at gate_limit the count stays
-  // put, so a saturated submission is one step, never an add and an undo that another call
-  // could see between.
-  [[gnu::always_inline]] static void submitted(gate& g, std::int64_t n) noexcept {
-    std::uint64_t word = g.word_.load(std::memory_order_relaxed);
-    do {
-      if (count_of(word) == gate_limit) return;
-    } while (!g.word_.compare_exchange_weak(
-        word, word + static_cast<std::uint64_t>(std::min(n, gate_limit - count_of(word))), std::memory_order_relaxed));
-  }
-  // n in [1, gate_limit].
-  [[gnu::always_inline]] static void done(gate& g, std::int64_t n) noexcept {
-    std::uint64_t word = g.word_.load(std::memory_order_relaxed);
-    do {
-      if (count_of(word) == 0) return;  // the floor: at zero it stays zero
-    } while (!g.word_.compare_exchange_weak(
-        word, (word - static_cast<std::uint64_t>(std::min(n, count_of(word)))) & ~waiting_bit,
-        std::memory_order_release,    // (1), (W2)
-        std::memory_order_relaxed));
-    if ((word & waiting_bit) != 0) wake(&g);  // (W3)
-  }
-};
-
-void gate::note_submitted() noexcept { counting::submitted(*this, 1); }
+// The unit calls (inline, in the header) are the weighted ones with n = 1, each a call of its own
+// into one inline body, so that the compiler folds the constant and drops the weight's checks
+// (scripts/instructions.sh counts both pairs).
 
 // A weight of zero or below counts nothing; one above gate_limit saturates as any other.
 void gate::note_submitted(std::int64_t n) noexcept {
-  if (n > 0) counting::submitted(*this, std::min(n, gate_limit));
+  if (n > 0) submit(std::min(n, gate_limit));
 }
-
-void gate::note_done() noexcept { counting::done(*this, 1); }
 
 void gate::note_done(std::int64_t n) noexcept {
-  if (n > 0) counting::done(*this, std::min(n, gate_limit));
+  if (n > 0) leave(std::min(n, gate_limit));
 }
-
-bool gate::try_admit() noexcept { return async_access::admit_within<admit_limit>(*this, 1); }
 
 // A weight of zero (or below) is admitted at once, counting nothing, unless the gate is closed;
 // one above gate_limit passes every cap, so it is refused.
 bool gate::try_admit(std::int64_t n) noexcept {
-  if (n <= 0) return !closed();
-  return n <= gate_limit && async_access::admit_within<admit_limit>(*this, n);
+  if (n <= 0 || n > gate_limit) [[unlikely]] {
+    const std::uint64_t seen = word_.load(std::memory_order_acquire);  // (3), as has_capacity's
+    if (n > 0 || closed_word(seen)) return refused(seen);
+    return admitted_by_try();
+  }
+  return try_enter(n);
 }
 
-void gate::admit() { admit(1); }
+bool gate::refused(std::uint64_t word) noexcept {
+  const detail::tally k = closed_word(word) ? detail::tally::closed : detail::tally::refused;
+  if (!detail::tally_here(tally_, k)) count(k);
+  return false;
+}
 
-void gate::admit(std::int64_t n) {
-  if (!try_admit(detail::weight_to_wait_for(n))) wait_admit(n, std::chrono::steady_clock::time_point::max());
+void gate::count(detail::tally k) noexcept {
+  if (detail::tally_reach(tally_) && detail::tally_here(tally_, k)) return;
+  counts_.tallied[static_cast<unsigned>(k)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void gate::raise_peak(std::int64_t count) noexcept {
+  std::int64_t seen = peak_.load(std::memory_order_relaxed);
+  while (seen < count && !peak_.compare_exchange_weak(seen, count, std::memory_order_relaxed)) {
+  }
+}
+
+// A call whose CAS lost to another call's waits before it reads the word again, so that the
+// winner runs on with the word's cache line in its core: two threads that take turns at every
+// call pass the line between their cores at every step, each a cache miss, while one that stands
+// aside for a microsecond or two lets the other make a hundred calls that hit (docs/gate.md,
+// CONTENTION). The wait is per thread and spans its calls: a thread that loses again within
+// 10 us of its last wait's end waits twice as long, from 1-2 us up to 8-16 us, jittered so that
+// the losers do not come back together; one that has not lost for longer starts again at the
+// shortest. A loss means that another call made progress: the gate stays lock-free.
+namespace {
+struct backoff {
+  std::chrono::steady_clock::time_point last_end{};
+  int level = 0;
+};
+constinit thread_local backoff tls_backoff __attribute__((tls_model("initial-exec"))){};
+
+// Waits (see above), then reads the word again.
+std::uint64_t back_off(const detail::atomic<std::uint64_t>& word) noexcept {
+  if constexpr (detail::contention_backs_off) {
+    using clock = std::chrono::steady_clock;
+    const clock::time_point now = clock::now();
+    backoff& b = tls_backoff;
+    b.level = now - b.last_end < std::chrono::microseconds(10) ? std::min(b.level + 1, 3) : 0;
+    const std::chrono::nanoseconds base{1000 << b.level};
+    // The jitter, in [0, base): the clock's nanoseconds, mixed (Fibonacci hashing), as ten bits.
+    const auto mixed = static_cast<std::uint64_t>(now.time_since_epoch().count()) * 0x9e3779b97f4a7c15u;
+    b.last_end = now + base + base * static_cast<long>(mixed >> 54) / 1024;
+    do {
+      detail::cpu_relax();
+    } while (clock::now() < b.last_end);
+  }
+  return word.load(std::memory_order_relaxed);
+}
+}  // namespace
+
+bool gate::try_enter_contended(std::int64_t n, std::uint64_t word) noexcept {
+  bool admitted;
+  do {
+    word = back_off(word_);
+  } while (!enter_try<false>(n, word, admitted));
+  return admitted ? admitted_by_try() : refused(word);
+}
+
+bool gate::enter(std::int64_t n) noexcept {
+  std::uint64_t word = word_.load(std::memory_order_relaxed);
+  bool admitted;
+  while (!enter_try<false>(n, word, admitted)) word = back_off(word_);
+  return admitted;
+}
+
+void gate::leave_contended(std::int64_t n, std::uint64_t word) noexcept {
+  do {
+    word = back_off(word_);
+  } while (!leave_try(n, word));
+}
+
+void gate::submit_contended(std::int64_t n, std::uint64_t word) noexcept {
+  do {
+    word = back_off(word_);
+  } while (!submit_try(n, word));
+}
+
+bool gate::admit_now(std::int64_t n) noexcept {
+  if (n <= 0) {
+    if (closed()) return false;  // (C2)
+  } else {
+    if (n > gate_limit || !enter(n)) return false;
+  }
+  return admitted_by_try();
+}
+
+void gate::wait_began() noexcept { counts_.waiting.fetch_add(1, std::memory_order_relaxed); }
+
+void gate::wait_ended(detail::wait_end end, bool waited) noexcept {
+  if (waited) counts_.waiting.fetch_sub(1, std::memory_order_relaxed);
+  switch (end) {
+    case detail::wait_end::admitted: counts_.after_wait.fetch_add(1, std::memory_order_relaxed); break;
+    case detail::wait_end::timed_out: counts_.timed_out.fetch_add(1, std::memory_order_relaxed); break;
+    case detail::wait_end::closed: counts_.wait_closed.fetch_add(1, std::memory_order_relaxed); break;
+    case detail::wait_end::cancelled: counts_.cancelled.fetch_add(1, std::memory_order_relaxed); break;
+  }
 }
 
 bool gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline) {
   // Each try that finds no room asks whether the gate is closed (C2): then the wait ends.
   const auto attempt = [this, n] {
-    if (try_admit(n)) return true;
+    if (enter(n)) return true;
     if (closed()) throw gate_closed();
     return false;
   };
@@ -484,6 +540,27 @@ bool gate::closed() const noexcept {
   return closed_word(word_.load(std::memory_order_acquire));  // (C2)
 }
 
+// Each count is read once, relaxed: exact for every call that happened before stats() (docs/gate.md,
+// STATISTICS). The peak is raised after the CAS that reached it, so the count read here may be
+// above it for a moment: the snapshot shows the higher.
+gate_stats gate::stats() const noexcept {
+  std::uint64_t tallied[detail::tally_kinds];
+  detail::tally_sum(tally_, tallied);
+  for (unsigned k = 0; k < detail::tally_kinds; ++k) tallied[k] += counts_.tallied[k].load(std::memory_order_relaxed);
+  const auto get = [](const auto& c) { return c.load(std::memory_order_relaxed); };
+  gate_stats s;
+  s.admitted_after_wait = get(counts_.after_wait);
+  s.admitted = tallied[static_cast<unsigned>(detail::tally::admitted)] + s.admitted_after_wait;
+  s.refused = tallied[static_cast<unsigned>(detail::tally::refused)];
+  s.timed_out = get(counts_.timed_out);
+  s.cancelled = get(counts_.cancelled);
+  s.closed = tallied[static_cast<unsigned>(detail::tally::closed)] + get(counts_.wait_closed);
+  s.waiting = get(counts_.waiting);
+  s.in_flight = count_of(word_.load(std::memory_order_relaxed));
+  s.peak_in_flight = std::max(get(peak_), s.in_flight);
+  return s;
+}
+
 // ---- mutex_gate ------------------------------------------------------------------------------
 
 mutex_gate::mutex_gate(std::int64_t cap) noexcept : cap_(clamp_cap(cap)) {}
@@ -494,18 +571,23 @@ struct mutex_gate::async_access {
   // Under g.mutex_: one waiter fewer queued; when none is left, the threads that the queue turned
   // away may find room.
   static void dequeued(mutex_gate& g) noexcept {
+    --g.stats_.waiting;
     if (--g.async_queued_ == 0 && g.waiting_ > 0) g.room_.notify_all();
   }
   static bool take(mutex_gate& g, std::int64_t n) noexcept {
     std::lock_guard lock(g.mutex_);
     if (g.closed_ || g.in_flight_ + n > g.cap_) return false;
     g.in_flight_ += n;
+    g.raise_peak();
+    ++g.stats_.admitted;
+    ++g.stats_.admitted_after_wait;
     dequeued(g);
     return true;
   }
-  static void left_unadmitted(const void* g, bool /*last*/) noexcept {
-    mutex_gate& m = *static_cast<mutex_gate*>(const_cast<void*>(g));
+  static void left_unadmitted(const detail::async_waiter& w, bool /*last*/) noexcept {
+    mutex_gate& m = *static_cast<mutex_gate*>(const_cast<void*>(w.gate));
     std::lock_guard lock(m.mutex_);
+    ++(w.closed ? m.stats_.closed : w.timed_out ? m.stats_.timed_out : m.stats_.cancelled);
     dequeued(m);
   }
   // Under the spot's mutex; take() touches g only once a waiter of it was found, else g may be gone.
@@ -545,11 +627,15 @@ mutex_gate::~mutex_gate() {
   if (queued) abandon_waiters(this);
 }
 
+// Under mutex_, after in_flight_ rose.
+void mutex_gate::raise_peak() noexcept { stats_.peak_in_flight = std::max(stats_.peak_in_flight, in_flight_); }
+
 void mutex_gate::note_submitted() noexcept { note_submitted(1); }
 
 void mutex_gate::note_submitted(std::int64_t n) noexcept {
   std::lock_guard lock(mutex_);
   in_flight_ += std::min(weight(n), gate_limit - in_flight_);
+  raise_peak();
 }
 
 // After a change that may make room: wakes the waiters, if any. Under the mutex, so that no
@@ -575,20 +661,54 @@ bool mutex_gate::try_admit() noexcept { return try_admit(1); }
 
 bool mutex_gate::try_admit(std::int64_t n) noexcept {
   std::lock_guard lock(mutex_);
-  if (n <= 0) return !closed_;
-  if (closed_ || n > gate_limit || in_flight_ + n > cap_ || async_queued_ > 0) return false;
+  if (closed_) {
+    ++stats_.closed;
+    return false;
+  }
+  if (n <= 0) {
+    ++stats_.admitted;
+    return true;
+  }
+  if (n > gate_limit || in_flight_ + n > cap_ || async_queued_ > 0) {
+    ++stats_.refused;
+    return false;
+  }
   in_flight_ += n;
+  raise_peak();
+  ++stats_.admitted;
   return true;
 }
 
-void mutex_gate::admit() { admit(1); }
+bool mutex_gate::admit_now(std::int64_t n) noexcept {
+  std::lock_guard lock(mutex_);
+  if (closed_ || n > gate_limit || (n > 0 && (in_flight_ + n > cap_ || async_queued_ > 0))) return false;
+  if (n > 0) {
+    in_flight_ += n;
+    raise_peak();
+  }
+  ++stats_.admitted;
+  return true;
+}
 
-void mutex_gate::admit(std::int64_t n) { wait_admit(detail::weight_to_wait_for(n), std::chrono::steady_clock::time_point::max()); }
+void mutex_gate::wait_began() noexcept {
+  std::lock_guard lock(mutex_);
+  ++stats_.waiting;
+}
+
+void mutex_gate::wait_ended(detail::wait_end end, bool waited) noexcept {
+  std::lock_guard lock(mutex_);
+  if (waited) --stats_.waiting;
+  switch (end) {
+    case detail::wait_end::admitted: ++stats_.admitted, ++stats_.admitted_after_wait; break;
+    case detail::wait_end::timed_out: ++stats_.timed_out; break;
+    case detail::wait_end::closed: ++stats_.closed; break;
+    case detail::wait_end::cancelled: ++stats_.cancelled; break;
+  }
+}
 
 bool mutex_gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   if (closed_) throw gate_closed();
-  if (n <= 0) return true;
   ++waiting_;
   const auto room = [&] { return closed_ || (in_flight_ + n <= cap_ && async_queued_ == 0); };
   bool admitted = true;
@@ -599,7 +719,10 @@ bool mutex_gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_poin
   }
   --waiting_;
   if (closed_) throw gate_closed();
-  if (admitted) in_flight_ += n;
+  if (admitted) {
+    in_flight_ += n;
+    raise_peak();
+  }
   return admitted;
 }
 
@@ -649,6 +772,14 @@ bool mutex_gate::closed() const noexcept {
   return closed_;
 }
 
+// Under the mutex: one snapshot, exact.
+gate_stats mutex_gate::stats() const noexcept {
+  std::lock_guard lock(mutex_);
+  gate_stats s = stats_;
+  s.in_flight = in_flight_;
+  return s;
+}
+
 // ---- async waiters (docs/asio.md) ------------------------------------------------------------
 
 namespace detail {
@@ -662,6 +793,7 @@ void async_wait(gate& g, async_waiter& w) noexcept {
     std::lock_guard lock(spot.mutex);
     w.ops = &gate::async_access::ops;
     link_waiter(spot, w);
+    g.wait_began();  // it waits from here on, until it leaves the queue (async_access)
     // The mark's RMW reads a closed word (then w leaves at once, closed) or comes before close's
     // CAS, which then finds the mark and takes w (C).
     closed = gate::async_access::set_queue_mark(g);
@@ -692,6 +824,7 @@ void async_wait(mutex_gate& g, async_waiter& w) noexcept {
     {
       std::lock_guard gate_lock(g.mutex_);  // before the loop's tries: no lost wake-up
       ++g.async_queued_;
+      ++g.stats_.waiting;
       closed = g.closed_;  // close() sets it before it looks at the count
     }
     if (closed) {
@@ -712,7 +845,7 @@ void async_wait(mutex_gate& g, async_waiter& w) noexcept {
 // A waiter that leaves unadmitted may have held back the ones behind it (a head whose weight did
 // not fit): when any is left, the gate's queue is served again, after the spot's mutex is let go
 // (serve touches the gate only through a waiter of it still queued).
-bool async_cancel(const void* g, async_waiter* const* handle) noexcept {
+bool async_cancel(const void* g, async_waiter* const* handle, bool timed_out) noexcept {
   parking_spot& spot = parking_for(g);
   async_waiter* w = nullptr;
   const async_gate_ops* ops = nullptr;
@@ -722,6 +855,7 @@ bool async_cancel(const void* g, async_waiter* const* handle) noexcept {
     w = *handle;  // non-null only while queued (link_waiter, unlink_waiter)
     if (w == nullptr) return false;
     ops = w->ops;
+    w->timed_out = timed_out;
     last = leave_unadmitted(spot, *w);
     begin_hand_over(spot, w);
   }

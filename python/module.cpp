@@ -173,11 +173,13 @@ constexpr auto signal_slice = std::chrono::milliseconds(20);
 template <class Gate>
 bool admit(Gate& g, std::optional<double> timeout, std::int64_t n) {
   const auto deadline = deadline_of(timeout);
-  if (g.try_admit(n)) return true;
+  if (sluice::detail::waiting<Gate>::admit_first(g, n)) return true;  // GateClosed before the deadline: not a timeout
+  // One wait as the gate's statistics count it, however many slices: a signal's exception ends
+  // it cancelled.
+  sluice::detail::waiting<Gate> wait(g, n);
   for (;;) {
-    if (g.closed()) throw sluice::gate_closed();  // before the deadline: closed, not timed out
     const auto now = clock::now();
-    if (deadline && now >= *deadline) return false;
+    if (deadline && now >= *deadline) return wait.gave_up();
     auto until = now + signal_slice;
     if (deadline) until = std::min(until, *deadline);
     // The GIL released and taken back by hand, not by a guard's destructor: a daemon thread that
@@ -186,7 +188,7 @@ bool admit(Gate& g, std::optional<double> timeout, std::int64_t n) {
     PyThreadState* const saved = PyEval_SaveThread();
     bool admitted;
     try {
-      admitted = g.try_admit_until(n, until);
+      admitted = wait.until(until);
     } catch (...) {
       PyEval_RestoreThread(saved);
       throw;
@@ -389,7 +391,7 @@ class channel_handle {
   // grant took it first and its outcome has arrived, gives that admission back now, so that the
   // count is exact when the task resumes. Only an outcome still being handed over on another
   // thread is left to the drain, which finds no future for it and gives it back.
-  void cancel(std::uint64_t id) noexcept {
+  void cancel(std::uint64_t id, bool timed_out) noexcept {
     loop_channel& c = *c_;
     py_waiter* p = nullptr;
     {
@@ -399,7 +401,7 @@ class channel_handle {
       p = it->second;
     }
     // p stays alive: an open channel's nodes are freed only under the GIL, which this thread holds.
-    sluice::detail::async_cancel(p->gate, &p->slot);  // hands it over unadmitted if still queued
+    sluice::detail::async_cancel(p->gate, &p->slot, timed_out);  // hands it over unadmitted if still queued
     {
       std::lock_guard lock(c.mutex);
       if (c.closed || !p->handed) return;
@@ -625,6 +627,15 @@ void bind_gate(py::module_& m, const char* name, const char* doc) {
            "note_done still counts down, and set_cap and adjust never reopen it (cap reads 0).")
       .def_property_readonly("closed", [](py::handle g) { return live<Gate>(g).closed(); },
                              "Whether close() ran.")
+      .def("stats", [](py::handle g) { return live<Gate>(g).stats(); },
+           "What the gate has done (sluice.GateStats): admissions by outcome, waits by how they ended,\n"
+           "waiting and in flight now, the highest in flight. Each count is exact for the calls that\n"
+           "returned before this one began.")
+      .def("_admit_first",
+           [](py::handle g, py::handle n) { return sluice::detail::waiting<Gate>::admit_first(live<Gate>(g), weight_arg(n)); },
+           py::arg("n") = 1,
+           "admit_async's first try: True when admitted at once; False when it must wait (counting no\n"
+           "refusal); GateClosed when closed; ValueError for n above GATE_LIMIT.")
       .def("__repr__", [name](py::handle self) {
         const Gate& g = live<Gate>(self);
         return "<sluice." + std::string(name) + " in_flight=" + std::to_string(g.in_flight()) +
@@ -756,10 +767,36 @@ PYBIND11_MODULE(_sluice, m) {
            "The waits not yet drained: queued, or on their way.")
       .def("drain", [](py::handle c, py::handle futures) { live<channel_handle>(c).drain(futures); },
            py::arg("futures"), "Resolves the futures (a dict id -> future) of the outcomes delivered so far.")
-      .def("cancel", [](py::handle c, std::uint64_t id) { live<channel_handle>(c).cancel(id); }, py::arg("id"),
-           "The wait `id` stopped waiting: its admission, if any has come, goes back.")
+      .def("cancel", [](py::handle c, std::uint64_t id, bool timed_out) { live<channel_handle>(c).cancel(id, timed_out); },
+           py::arg("id"), py::arg("timed_out") = false,
+           "The wait `id` stopped waiting (timed_out: its timeout passed): its admission, if any has\n"
+           "come, goes back.")
       .def("close", [](py::handle c) { live<channel_handle>(c).close(); },
            "No drain will come: withdraws the queued waits, gives back what was delivered.");
+
+  py::class_<sluice::gate_stats> gate_stats(m, "GateStats", "A gate's statistics (Gate.stats()): counts of calls, not of units.",
+                                            py::is_final());
+  made_by_the_module_only(class_fixed(gate_stats));
+  gate_stats
+      .def_readonly("admitted", &sluice::gate_stats::admitted, "admissions, by every form (n = 0 included)")
+      .def_readonly("admitted_after_wait", &sluice::gate_stats::admitted_after_wait,
+                    "of those, the ones that admit, permit or admit_async waited for")
+      .def_readonly("refused", &sluice::gate_stats::refused, "try_admit calls that answered False, the gate open")
+      .def_readonly("timed_out", &sluice::gate_stats::timed_out, "waits whose timeout passed first")
+      .def_readonly("cancelled", &sluice::gate_stats::cancelled,
+                    "waits that left unadmitted otherwise (a task cancelled, a signal's exception)")
+      .def_readonly("closed", &sluice::gate_stats::closed, "admissions refused, and waits ended, by close()")
+      .def_readonly("waiting", &sluice::gate_stats::waiting, "threads and tasks waiting now")
+      .def_readonly("in_flight", &sluice::gate_stats::in_flight, "the count now")
+      .def_readonly("peak_in_flight", &sluice::gate_stats::peak_in_flight, "the highest count since the gate was made")
+      .def("__repr__", [](const sluice::gate_stats& s) {
+        return "GateStats(admitted=" + std::to_string(s.admitted) +
+               ", admitted_after_wait=" + std::to_string(s.admitted_after_wait) +
+               ", refused=" + std::to_string(s.refused) + ", timed_out=" + std::to_string(s.timed_out) +
+               ", cancelled=" + std::to_string(s.cancelled) + ", closed=" + std::to_string(s.closed) +
+               ", waiting=" + std::to_string(s.waiting) + ", in_flight=" + std::to_string(s.in_flight) +
+               ", peak_in_flight=" + std::to_string(s.peak_in_flight) + ")";
+      });
 
   bind_gate<sluice::gate>(m, "Gate",
                           "A non-blocking admission counter whose cap moves under memory pressure:\n"

@@ -999,6 +999,47 @@ TEST_CASE_TEMPLATE("close completes every queued async wait, and every later one
   CHECK(g.in_flight() == 0);
 }
 
+TEST_CASE_TEMPLATE("stats count async waits: admitted at once or after a wait, cancelled, closed, queued", G, GATES) {
+  net::io_context io;
+  G g{1};
+  std::vector<error_code> codes;
+  std::vector<permit<G>> held;
+  const auto record = [&](error_code ec, permit<G> p) {
+    codes.push_back(ec);
+    held.push_back(std::move(p));
+  };
+  sluice::async_admit(g, net::bind_executor(io, record));  // room: admitted at once, not queued
+  io.poll();
+  REQUIRE(codes.size() == 1);
+  net::cancellation_signal signal;
+  sluice::async_admit(g, net::bind_executor(io, record));  // these three are queued
+  sluice::async_admit(g, net::bind_cancellation_slot(signal.slot(), net::bind_executor(io, record)));
+  sluice::async_admit(g, net::bind_executor(io, record));
+  sluice::gate_stats s = g.stats();
+  CHECK(s.admitted == 1);
+  CHECK(s.waiting == 3);
+  CHECK(s.refused == 0);  // a wait that queues is not refused
+  signal.emit(net::cancellation_type::terminal);
+  CHECK(g.stats().cancelled == 1);
+  CHECK(g.stats().waiting == 2);
+  held.clear();  // the first admission goes back: the head of the queue is granted
+  io.restart();  // the first poll ran out of work
+  io.poll();
+  s = g.stats();
+  CHECK(s.admitted == 2);
+  CHECK(s.admitted_after_wait == 1);
+  CHECK(s.waiting == 1);
+  g.close();  // the last one completes closed
+  io.poll();
+  REQUIRE(codes.size() == 4);
+  s = g.stats();
+  CHECK(s.closed == 1);
+  CHECK(s.waiting == 0);
+  CHECK(s.cancelled == 1);
+  CHECK(s.timed_out == 0);
+  CHECK(s.peak_in_flight == 1);
+}
+
 TEST_CASE_TEMPLATE("close racing grants, cancellations and note_done never loses or double-counts", G, GATES) {
   const int rounds = sluice_test::reduced ? 200 : 1000;
   for (int round = 0; round < rounds; ++round) {

@@ -7,8 +7,12 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "sluice/gate.hpp"
 #include "kinds.hpp"
@@ -477,4 +481,159 @@ TEST_CASE_TEMPLATE("a closed gate refuses every admission for good and still cou
   CHECK(g.in_flight() == 0);
   g.close();  // again: nothing changes
   CHECK(g.closed());
+}
+
+// ---- statistics (docs/gate.md, STATISTICS) ---------------------------------------------------
+
+namespace {
+// The counts of calls, one field per outcome, compared as a whole so that a failure shows them all.
+struct counts {
+  std::uint64_t admitted, after_wait, refused, timed_out, cancelled, closed;
+  std::int64_t waiting, in_flight, peak;
+  bool operator==(const counts&) const = default;
+};
+counts counts_of(const sluice::gate_stats& s) {
+  return {s.admitted, s.admitted_after_wait, s.refused, s.timed_out, s.cancelled, s.closed, s.waiting, s.in_flight,
+          s.peak_in_flight};
+}
+}  // namespace
+
+namespace doctest {
+template <>
+struct StringMaker<counts> {
+  static String convert(const counts& c) {
+    return ("{admitted " + std::to_string(c.admitted) + ", after_wait " + std::to_string(c.after_wait) + ", refused " +
+            std::to_string(c.refused) + ", timed_out " + std::to_string(c.timed_out) + ", cancelled " +
+            std::to_string(c.cancelled) + ", closed " + std::to_string(c.closed) + ", waiting " +
+            std::to_string(c.waiting) + ", in_flight " + std::to_string(c.in_flight) + ", peak " +
+            std::to_string(c.peak) + "}")
+        .c_str();
+  }
+};
+}  // namespace doctest
+
+TEST_CASE_TEMPLATE("stats count each try's outcome: admitted, refused, refused because closed", G, GATES) {
+  G g{2};
+  CHECK(counts_of(g.stats()) == counts{0, 0, 0, 0, 0, 0, 0, 0, 0});
+  REQUIRE(g.try_admit());
+  REQUIRE(g.try_admit());
+  CHECK_FALSE(g.try_admit());                       // full
+  CHECK_FALSE(g.try_admit(3));                      // larger than the cap
+  CHECK_FALSE(g.try_admit(sluice::gate_limit + 1)); // never admitted
+  CHECK(g.try_admit(0));                            // a weight of zero is an admission
+  CHECK(g.try_admit(-5));
+  CHECK(counts_of(g.stats()) == counts{4, 0, 3, 0, 0, 0, 0, 2, 2});
+  g.note_done(2);
+  { sluice::permit<G> p{g, 2}; }  // a permit's try counts as a try
+  { sluice::permit<G> p{g, 3}; }  // refused
+  CHECK(counts_of(g.stats()) == counts{5, 0, 4, 0, 0, 0, 0, 0, 2});
+  g.close();
+  CHECK_FALSE(g.try_admit());
+  CHECK_FALSE(g.try_admit(1));
+  CHECK_FALSE(g.try_admit(0));
+  CHECK_FALSE(g.try_admit(sluice::gate_limit + 1));  // closed, whatever the weight
+  CHECK_THROWS_AS(g.admit(), sluice::gate_closed);   // a waiting form's refusal: closed too
+  CHECK_THROWS_AS((void)g.try_admit_for(std::chrono::seconds(1)), sluice::gate_closed);
+  CHECK(counts_of(g.stats()) == counts{5, 0, 4, 0, 0, 6, 0, 0, 2});
+}
+
+TEST_CASE_TEMPLATE("the waiting forms' first try counts an admission, never a refusal", G, GATES) {
+  G g{3};
+  g.admit();
+  g.admit(2);
+  CHECK_FALSE(g.try_admit_for(std::chrono::milliseconds(0)));  // full, and no time: timed out, not refused
+  CHECK_FALSE(g.try_admit_until(std::chrono::steady_clock::time_point::min()));
+  CHECK_THROWS_AS(g.admit(sluice::gate_limit + 1), std::invalid_argument);  // bad input: counts nothing
+  CHECK(counts_of(g.stats()) == counts{2, 0, 0, 2, 0, 0, 0, 3, 3});
+}
+
+TEST_CASE_TEMPLATE("the peak is the highest in flight ever, submissions included", G, GATES) {
+  G g{4};
+  g.note_submitted(5);  // past the cap: note_submitted never refuses
+  CHECK(g.stats().peak_in_flight == 5);
+  g.note_done(4);
+  REQUIRE(g.try_admit(3));
+  CHECK(g.stats().peak_in_flight == 5);  // 4 now
+  g.note_submitted();
+  g.note_submitted(2);
+  CHECK(g.stats().peak_in_flight == 7);
+  g.note_done(7);
+  g.note_submitted(sluice::gate_limit);  // saturates: the peak is what the count reached
+  CHECK(g.stats().peak_in_flight == sluice::gate_limit);
+  CHECK(g.stats().in_flight == sluice::gate_limit);
+}
+
+// The lock-free gate counts a try in its thread's tally: every thread's counts reach stats(), those
+// of threads that have exited too.
+TEST_CASE_TEMPLATE("stats are exact over threads that have exited, and while they run", G, GATES) {
+  G g{3};
+  constexpr int threads = 8;
+  const int rounds = sluice_test::sanitized ? 2'000 : 20'000;
+  std::atomic<std::uint64_t> admitted{0}, refused{0};
+  std::atomic<bool> done{false};
+  std::thread reader([&] {  // snapshots while the counts move: each count only grows
+    sluice::gate_stats last{};
+    while (!done.load()) {
+      const sluice::gate_stats s = g.stats();
+      CHECK(s.admitted >= last.admitted);
+      CHECK(s.refused >= last.refused);
+      CHECK(s.peak_in_flight <= 3);
+      CHECK(s.in_flight <= s.peak_in_flight);
+      last = s;
+    }
+  });
+  run_threads(threads, [&](std::size_t) {
+    std::uint64_t mine = 0, theirs = 0;
+    for (int i = 0; i < rounds; ++i) {
+      if (g.try_admit()) {
+        ++mine;
+        g.note_done();
+      } else {
+        ++theirs;
+      }
+    }
+    admitted.fetch_add(mine);
+    refused.fetch_add(theirs);
+  });
+  done.store(true);
+  reader.join();
+  const sluice::gate_stats s = g.stats();
+  CHECK(s.admitted == admitted.load());
+  CHECK(s.refused == refused.load());
+  CHECK(s.admitted + s.refused == std::uint64_t{threads} * rounds);
+  CHECK(s.in_flight == 0);
+  CHECK(s.peak_in_flight >= 1);
+  CHECK(s.peak_in_flight <= 3);
+}
+
+TEST_CASE_TEMPLATE("a gate made where another was destroyed starts from zero, and many gates keep apart", G, GATES) {
+  // A thread that counted on a gate keeps its tally when the gate goes; the next gate (which may
+  // take the same index, or the same address) must not inherit it.
+  std::optional<G> first{std::in_place, 4};
+  for (int i = 0; i < 10; ++i) (void)first->try_admit();
+  CHECK(first->stats().admitted == 4);
+  first.reset();
+  first.emplace(4);
+  CHECK(first->stats().admitted == 0);
+  CHECK(first->stats().refused == 0);
+  CHECK(first->stats().peak_in_flight == 0);
+  // Many gates at once, each counted a different number of times, on this thread and on threads
+  // that exit before the counts are read.
+  constexpr int many = 300;
+  std::vector<std::unique_ptr<G>> gates;
+  for (int i = 0; i < many; ++i) gates.push_back(std::make_unique<G>(sluice::gate_limit));
+  run_threads(4, [&](std::size_t t) {
+    for (int i = 0; i < many; ++i) {
+      for (int k = 0; k <= i % 7; ++k) {
+        REQUIRE(gates[i]->try_admit());
+        gates[i]->note_done();
+      }
+      if (t == 0 && i % 2 == 0) (void)gates[i]->try_admit(sluice::gate_limit + 1);  // refused
+    }
+  });
+  for (int i = 0; i < many; ++i) {
+    const sluice::gate_stats s = gates[i]->stats();
+    CHECK(s.admitted == 4u * static_cast<unsigned>(i % 7 + 1));
+    CHECK(s.refused == (i % 2 == 0 ? 1u : 0u));
+  }
 }

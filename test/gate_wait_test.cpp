@@ -404,7 +404,67 @@ TEST_CASE_TEMPLATE("close racing note_done and waiting threads never loses or do
     CHECK(g.in_flight() == admitted.load());  // what was admitted before the close, once each
     CHECK(admitted.load() <= 2);
     CHECK(g.closed());
+    // and counted once each, by how it ended (the first try(admit) of REQUIRE counts one more)
+    const sluice::gate_stats s = g.stats();
+    CHECK(s.admitted == 1u + static_cast<unsigned>(entered.load()));
+    CHECK(s.closed == static_cast<unsigned>(closed.load()));
+    CHECK(s.admitted_after_wait <= static_cast<unsigned>(entered.load()));
+    CHECK(s.waiting == 0);
+    CHECK(s.refused + s.timed_out + s.cancelled == 0);
   }
+}
+
+// ---- statistics of the waits (docs/gate.md, STATISTICS) --------------------------------------
+
+namespace {
+// Spins until the gate counts `n` waits in progress: a condition, not a delay.
+template <class Gate>
+void until_waiting(const Gate& g, std::int64_t n) {
+  while (g.stats().waiting != n) std::this_thread::yield();
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("stats count each wait once, by how it ended, and the waits in progress", G, GATES) {
+  G g{1};
+  REQUIRE(g.try_admit());
+  {  // admitted after a wait
+    waiting_thread<G> w{g};
+    until_waiting(g, 1);
+    g.note_done();
+    REQUIRE(w.join());
+  }
+  const sluice::gate_stats after_one = g.stats();
+  CHECK(after_one.admitted == 2);
+  CHECK(after_one.admitted_after_wait == 1);
+  CHECK(after_one.waiting == 0);
+  CHECK_FALSE(g.try_admit_for(2ms));  // timed out
+  CHECK_FALSE(g.try_admit_until(2, std::chrono::system_clock::now() + 2ms));
+  CHECK(g.stats().timed_out == 2);
+  std::atomic<int> closed{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.emplace_back([&] {
+      try {
+        g.admit();
+      } catch (const sluice::gate_closed&) {
+        closed.fetch_add(1);
+      }
+    });
+  }
+  until_waiting(g, 3);  // three threads inside their waits
+  g.close();
+  for (auto& t : waiters) t.join();
+  REQUIRE(closed.load() == 3);
+  const sluice::gate_stats s = g.stats();
+  CHECK(s.closed == 3);
+  CHECK(s.waiting == 0);
+  CHECK(s.admitted == 2);
+  CHECK(s.admitted_after_wait == 1);
+  CHECK(s.timed_out == 2);
+  CHECK(s.refused == 0);   // no try form was called: a wait's tries are not refusals
+  CHECK(s.cancelled == 0);
+  CHECK(s.in_flight == 1);
+  CHECK(s.peak_in_flight == 1);
 }
 
 // ---- a late call and another kind of gate at the same address (docs/gate.md, LIFETIME) ------

@@ -36,6 +36,8 @@
 
 #include "sluice/detail/platform.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <concepts>
 #include <condition_variable>
@@ -48,6 +50,7 @@
 
 #include "sluice/detail/async_wait.hpp"
 #include "sluice/detail/atomic.hpp"
+#include "sluice/detail/gate_word.hpp"
 
 namespace sluice {
 
@@ -69,6 +72,20 @@ inline std::error_code make_error_code(gate_errc e) noexcept { return {static_ca
 // The largest cap and the largest count a gate holds (docs/gate.md, LIMITS).
 inline constexpr std::int64_t gate_limit = (std::int64_t{1} << 31) - 1;
 
+// What a gate has done, as stats() reads it (docs/gate.md, STATISTICS). Counts are of calls (of
+// admissions), not of units; waiting and in_flight are now.
+struct gate_stats {
+  std::uint64_t admitted = 0;             // admissions, by every form (weight 0 included)
+  std::uint64_t admitted_after_wait = 0;  // of those, the ones a waiting form or async_admit waited for
+  std::uint64_t refused = 0;              // try forms that answered false, the gate open
+  std::uint64_t timed_out = 0;            // timed waits that gave up
+  std::uint64_t cancelled = 0;            // waits that left unadmitted otherwise (async cancellation, ...)
+  std::uint64_t closed = 0;               // admissions refused, or waits ended, because it was closed
+  std::int64_t waiting = 0;               // threads and async waits waiting now
+  std::int64_t in_flight = 0;             // the count now
+  std::int64_t peak_in_flight = 0;        // the highest count since the gate was made
+};
+
 namespace detail {
 // The steady clock's now + timeout, the timeout cut into [0, a hundred years] (a NaN counts as
 // zero), so that no sum overflows.
@@ -89,6 +106,65 @@ inline std::int64_t weight_to_wait_for(std::int64_t n) {
   return n;
 }
 
+// How a wait ended, as the statistics count it.
+enum class wait_end { admitted, timed_out, closed, cancelled };
+
+// The waiting forms (admit, the timed forms, async_admit, Python's), written once for both gates,
+// which let this class call their hooks: admit_now, wait_began, wait_admit, wait_ended.
+//
+// An object is one wait, after its first try found no room: the gate counts it as waiting while
+// it lives, and then by how it ended. until() waits for room, as many times as the form needs (a
+// deadline of another clock is waited for in steps); a wait destroyed without an outcome (an
+// exception, a signal in Python) counts as cancelled.
+template <class Gate>
+class waiting {
+ public:
+  // An admission of n at once, for a form that would otherwise wait (async_admit, Python's
+  // admit_async): true when admitted (counted so); false, counting nothing, when there is no
+  // room or the gate is closed, and the form goes on to wait.
+  static bool admit_now(Gate& g, std::int64_t n) noexcept { return g.admit_now(n); }
+
+  // The first try of a waiting form: true when admitted at once (counted so); throws gate_closed
+  // when the gate is closed (counted), std::invalid_argument for a weight above gate_limit
+  // (counting nothing); false when the form must wait.
+  static bool admit_first(Gate& g, std::int64_t n) {
+    if (g.admit_now(weight_to_wait_for(n))) return true;
+    if (g.closed()) {
+      g.wait_ended(wait_end::closed, false);
+      throw gate_closed();
+    }
+    return false;
+  }
+
+  waiting(Gate& g, std::int64_t n) noexcept : g_(g), n_(n) { g.wait_began(); }
+  ~waiting() { g_.wait_ended(end_, true); }
+  waiting(const waiting&) = delete;
+  waiting& operator=(const waiting&) = delete;
+
+  // Waits for room until the deadline: true once admitted, false when it passed; throws
+  // gate_closed when the gate is closed, before or during the wait.
+  bool until(std::chrono::steady_clock::time_point deadline) {
+    try {
+      if (!g_.wait_admit(n_, deadline)) return false;
+    } catch (const gate_closed&) {
+      end_ = wait_end::closed;
+      throw;
+    }
+    end_ = wait_end::admitted;
+    return true;
+  }
+  // The form gives up (its deadline passed): false.
+  bool gave_up() noexcept {
+    end_ = wait_end::timed_out;
+    return false;
+  }
+
+ private:
+  Gate& g_;
+  const std::int64_t n_;
+  wait_end end_ = wait_end::cancelled;
+};
+
 // try_admit_until for both gates: tries, and while there is no room and time is left, waits on
 // the steady clock, checking the caller's clock after each wait. The time left is reckoned in
 // floating-point seconds, so that no deadline, however coarse its unit or far its date,
@@ -96,20 +172,23 @@ inline std::int64_t weight_to_wait_for(std::int64_t n) {
 template <class Gate, class Clock, class Duration>
 bool admit_by(Gate& g, std::int64_t n, const std::chrono::time_point<Clock, Duration>& deadline) {
   using seconds = std::chrono::duration<long double>;
-  weight_to_wait_for(n);
-  while (!g.try_admit(n)) {
-    if (g.closed()) throw gate_closed();
+  if (waiting<Gate>::admit_first(g, n)) return true;
+  waiting<Gate> wait(g, n);
+  for (;;) {
     const seconds left = seconds(deadline.time_since_epoch()) - seconds(Clock::now().time_since_epoch());
-    if (!(left > seconds::zero())) return false;
-    if (g.wait_admit(n, deadline_after(left))) return true;
+    if (!(left > seconds::zero())) return wait.gave_up();
+    if (wait.until(deadline_after(left))) return true;
   }
-  return true;
 }
-// The timed waits, written once for both gates (admit_by needs Gate::wait_admit, which each
-// gate lets admit_by call).
+// The waiting forms' calls, for both gates (through waiting).
 template <class Gate>
-class timed_admissions {
+class waiting_forms {
  public:
+  void admit() { admit(1); }
+  void admit(std::int64_t n) {
+    Gate& g = static_cast<Gate&>(*this);
+    if (!waiting<Gate>::admit_first(g, n)) waiting<Gate>(g, n).until(std::chrono::steady_clock::time_point::max());
+  }
   template <class Rep, class Period>
   [[nodiscard]] bool try_admit_for(const std::chrono::duration<Rep, Period>& timeout) {
     return try_admit_for(1, timeout);
@@ -127,10 +206,11 @@ class timed_admissions {
     return admit_by(static_cast<Gate&>(*this), n, deadline);
   }
 };
+
 }  // namespace detail
 
-// The lock-free gate: one atomic word.
-class gate : public detail::timed_admissions<gate> {
+// The lock-free gate: one atomic word, and its statistics' counters beside it.
+class gate : public detail::waiting_forms<gate> {
  public:
   explicit gate(std::int64_t cap) noexcept;  // nothing in flight; cap clamped into [1, gate_limit]
   ~gate();  // async waits still queued complete unadmitted (docs/gate.md, LIFETIME)
@@ -143,10 +223,9 @@ class gate : public detail::timed_admissions<gate> {
   void note_done(std::int64_t n) noexcept;               // in_flight - n, never below zero; a release
   [[nodiscard]] bool try_admit() noexcept;               // in_flight + 1 and true if below the cap
   [[nodiscard]] bool try_admit(std::int64_t n) noexcept; // in_flight + n and true if within the cap
-  void admit();                                          // waits for room, then admits as try_admit
-  void admit(std::int64_t n);                            // the same for n
-  using detail::timed_admissions<gate>::try_admit_for;    // admit(), giving up after a timeout
-  using detail::timed_admissions<gate>::try_admit_until;  // admit(), giving up at a deadline
+  using detail::waiting_forms<gate>::admit;              // waits for room, then admits as try_admit
+  using detail::waiting_forms<gate>::try_admit_for;      // admit(), giving up after a timeout
+  using detail::waiting_forms<gate>::try_admit_until;    // admit(), giving up at a deadline
   [[nodiscard]] bool has_capacity() const noexcept;       // whether try_admit would admit now
   [[nodiscard]] std::int64_t in_flight() const noexcept;  // the count
   [[nodiscard]] std::int64_t cap() const noexcept;        // the cap
@@ -154,26 +233,62 @@ class gate : public detail::timed_admissions<gate> {
   void adjust(pressure p, std::int64_t max_cap) noexcept; // ok: +1, at most max_cap; soft, hard: -1
   void close() noexcept;                                  // refuses all from now on; waiters leave
   [[nodiscard]] bool closed() const noexcept;             // whether close() ran; an acquire
+  [[nodiscard]] gate_stats stats() const noexcept;        // what it has done (docs/gate.md, STATISTICS)
 
  private:
-  template <class G, class C, class D>
-  friend bool detail::admit_by(G&, std::int64_t, const std::chrono::time_point<C, D>&);
-  // Waits for room for n until the deadline; true once admitted, false when the deadline passed.
+  // The waiting forms' hooks (detail::waiting).
+  friend class detail::waiting<gate>;
+  bool admit_now(std::int64_t n) noexcept;
+  void wait_began() noexcept;
+  // Waits for room for n in [1, gate_limit] until the deadline; true once admitted, false when the
+  // deadline passed; throws gate_closed.
   bool wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline);
+  void wait_ended(detail::wait_end end, bool waited) noexcept;
+
+  // The bodies the unit and weighted calls share (inline, below), n in [1, gate_limit]: one try
+  // each (*_try), and the call made of it. enter_try admits n within what try_admit admits below
+  // (Queue: the grant loop's, within the cap whatever the queue mark), counting nothing but the
+  // peak.
+  bool try_enter(std::int64_t n) noexcept;  // try_admit's, counted in the tally
+  void leave(std::int64_t n) noexcept;      // note_done's
+  void submit(std::int64_t n) noexcept;     // note_submitted's
+  template <bool Queue>
+  bool enter_try(std::int64_t n, std::uint64_t& word, bool& admitted) noexcept;
+  bool leave_try(std::int64_t n, std::uint64_t& word) noexcept;
+  bool submit_try(std::int64_t n, std::uint64_t& word) noexcept;
+  // Where a call goes on once its first CAS lost (lib/gate.cpp), from the word that CAS read.
+  bool try_enter_contended(std::int64_t n, std::uint64_t word) noexcept;
+  void leave_contended(std::int64_t n, std::uint64_t word) noexcept;
+  void submit_contended(std::int64_t n, std::uint64_t word) noexcept;
+  // enter_try until one is over, counting nothing but the peak (the waiting forms' tries).
+  bool enter(std::int64_t n) noexcept;
+  bool admitted_by_try() noexcept;             // a try's admission, counted: true
+  bool refused(std::uint64_t word) noexcept;  // a try's refusal, counted (closed or not): false
+  void count(detail::tally k) noexcept;       // a tally that this thread's array does not reach
+  void raise_peak(std::int64_t count) noexcept;
   // Touches only g's parking spot, never *g, unless an async waiter of g is queued there.
   static void wake(const gate* g) noexcept;
   friend void detail::async_wait(gate&, detail::async_waiter&) noexcept;
   struct async_access;  // lib/gate.cpp's grant loop
-  struct counting;      // lib/gate.cpp: the bodies that the unit and weighted calls share
 
   // Invariant: bits 0-30 hold in_flight, bits 32-62 hold cap, both at most gate_limit, cap 0
   // once closed; bit 31 marks that a thread or an async waiter may be waiting; bit 63 that async
-  // waiters are queued.
+  // waiters are queued (sluice/detail/gate_word.hpp).
   detail::atomic<std::uint64_t> word_;
+  // The statistics (lib/tallies.cpp), all relaxed: they order nothing. The try forms' outcomes
+  // are counted in the calling thread's tally for this gate, whose first counter is tally_ (the
+  // gate's index times tally_kinds); the rest, and tallies that no array holds, in counts_.
+  const std::uint32_t tally_;
+  std::atomic<std::int64_t> peak_{0};  // the highest in_flight yet; raised after the CAS that set it
+  struct counters {
+    std::atomic<std::uint64_t> tallied[detail::tally_kinds] = {};  // tallies counted here
+    std::atomic<std::uint64_t> after_wait{0}, timed_out{0}, cancelled{0}, wait_closed{0};
+    std::atomic<std::int64_t> waiting{0};
+  } counts_;
 };
 
 // gate's twin over a std::mutex, call for call: the baseline and the tests' reference model.
-class mutex_gate : public detail::timed_admissions<mutex_gate> {
+class mutex_gate : public detail::waiting_forms<mutex_gate> {
  public:
   explicit mutex_gate(std::int64_t cap) noexcept;
   ~mutex_gate();
@@ -186,10 +301,9 @@ class mutex_gate : public detail::timed_admissions<mutex_gate> {
   void note_done(std::int64_t n) noexcept;
   [[nodiscard]] bool try_admit() noexcept;
   [[nodiscard]] bool try_admit(std::int64_t n) noexcept;
-  void admit();
-  void admit(std::int64_t n);
-  using detail::timed_admissions<mutex_gate>::try_admit_for;
-  using detail::timed_admissions<mutex_gate>::try_admit_until;
+  using detail::waiting_forms<mutex_gate>::admit;
+  using detail::waiting_forms<mutex_gate>::try_admit_for;
+  using detail::waiting_forms<mutex_gate>::try_admit_until;
   [[nodiscard]] bool has_capacity() const noexcept;
   [[nodiscard]] std::int64_t in_flight() const noexcept;
   [[nodiscard]] std::int64_t cap() const noexcept;
@@ -197,12 +311,16 @@ class mutex_gate : public detail::timed_admissions<mutex_gate> {
   void adjust(pressure p, std::int64_t max_cap) noexcept;
   void close() noexcept;
   [[nodiscard]] bool closed() const noexcept;
+  [[nodiscard]] gate_stats stats() const noexcept;
 
  private:
-  template <class G, class C, class D>
-  friend bool detail::admit_by(G&, std::int64_t, const std::chrono::time_point<C, D>&);
+  friend class detail::waiting<mutex_gate>;
+  bool admit_now(std::int64_t n) noexcept;
+  void wait_began() noexcept;
   bool wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline);
+  void wait_ended(detail::wait_end end, bool waited) noexcept;
   void wake_if_waiting(std::unique_lock<std::mutex>& lock) noexcept;
+  void raise_peak() noexcept;  // under mutex_
   friend void detail::async_wait(mutex_gate&, detail::async_waiter&) noexcept;
   struct async_access;  // lib/gate.cpp's grant loop
 
@@ -213,6 +331,7 @@ class mutex_gate : public detail::timed_admissions<mutex_gate> {
   std::int64_t waiting_ = 0;      // threads in wait_admit; guarded by mutex_
   std::int64_t async_queued_ = 0; // async waiters queued on our spot; guarded by mutex_
   bool closed_ = false;           // guarded by mutex_
+  gate_stats stats_;              // guarded by mutex_ (in_flight there unused: in_flight_ is it)
 };
 
 // What the twins share, stated so that generic code can take either and the promise that their
@@ -241,6 +360,7 @@ concept admission_gate =
       { g.adjust(p, n) } noexcept -> std::same_as<void>;
       { g.close() } noexcept -> std::same_as<void>;
       { cg.closed() } noexcept -> std::same_as<bool>;
+      { cg.stats() } noexcept -> std::same_as<gate_stats>;
     };
 static_assert(admission_gate<gate> && admission_gate<mutex_gate>);
 
@@ -308,6 +428,93 @@ class permit {
   Gate* gate_ = nullptr;
   std::int64_t units_ = 0;
 };
+
+// ---- sluice::gate's inline calls: the unit calls and the bodies every call shares --------------
+//
+// Ordering pairs (lib/gate.cpp lists them all, with the waiting marks'): (1) note_done's
+// release-CAS synchronizes-with (2) an admission's acquire-CAS, through the word's release
+// sequence (every other write to the word is a read-modify-write). Everything else here is
+// relaxed: the word carries no data besides itself, and the statistics order nothing.
+
+// Each body makes one CAS on the word at a time, inline; a CAS that fails lost to another call,
+// which made progress (lock-free), and the body goes on out of line (*_contended, lib/gate.cpp),
+// backing off a while before each new try (docs/gate.md, CONTENTION). The tries are written once,
+// as *_try: true when the call is over, false when its CAS lost (word then holds what it read).
+
+// admitted: whether enter admitted; when it refuses, word is what it refused on.
+template <bool Queue>
+[[gnu::always_inline]] inline bool gate::enter_try(std::int64_t n, std::uint64_t& word, bool& admitted) noexcept {
+  using namespace detail::gate_word;
+  // count + n past the limit, and past the peak, each written with n on the other side, so that
+  // for n = 1 the compiler compares count itself (>= limit, >= peak)
+  const std::int64_t count = count_of(word);
+  admitted = false;
+  if (count > (Queue ? cap_of(word) : admit_limit(word)) - n) return true;
+  if (!word_.compare_exchange_strong(word, word + static_cast<std::uint64_t>(n),
+                                     std::memory_order_acquire,  // (2)
+                                     std::memory_order_relaxed)) [[unlikely]] {
+    return false;
+  }
+  if (count > peak_.load(std::memory_order_relaxed) - n) [[unlikely]] raise_peak(count + n);
+  admitted = true;
+  return true;
+}
+
+[[gnu::always_inline]] inline bool gate::admitted_by_try() noexcept {
+  if (!detail::tally_here(tally_, detail::tally::admitted)) [[unlikely]] count(detail::tally::admitted);
+  return true;
+}
+
+[[gnu::always_inline]] inline bool gate::try_enter(std::int64_t n) noexcept {
+  std::uint64_t word = word_.load(std::memory_order_relaxed);
+  bool admitted;
+  if (!enter_try<false>(n, word, admitted)) [[unlikely]] return try_enter_contended(n, word);
+  if (!admitted) [[unlikely]] return refused(word);
+  return admitted_by_try();
+}
+
+// After its CAS (W2: it clears the waiting mark) it touches nothing of the gate, only the parking
+// spot when the mark was set (W3): the thread that it admits may destroy the gate at once.
+[[gnu::always_inline]] inline bool gate::leave_try(std::int64_t n, std::uint64_t& word) noexcept {
+  using namespace detail::gate_word;
+  if (count_of(word) == 0) return true;  // the floor: at zero it stays zero
+  const auto taken = static_cast<std::uint64_t>(std::min(n, count_of(word)));
+  if (!word_.compare_exchange_strong(word, (word - taken) & ~waiting_bit,
+                                     std::memory_order_release,  // (1), (W2)
+                                     std::memory_order_relaxed)) [[unlikely]] {
+    return false;
+  }
+  if ((word & waiting_bit) != 0) [[unlikely]] wake(this);  // (W3)
+  return true;
+}
+
+[[gnu::always_inline]] inline void gate::leave(std::int64_t n) noexcept {
+  std::uint64_t word = word_.load(std::memory_order_relaxed);
+  if (!leave_try(n, word)) [[unlikely]] leave_contended(n, word);
+}
+
+// At gate_limit the count stays put, so a saturated submission is one step, never an add and an
+// undo that another call could see between. A submission publishes nothing and makes no room.
+[[gnu::always_inline]] inline bool gate::submit_try(std::int64_t n, std::uint64_t& word) noexcept {
+  using namespace detail::gate_word;
+  const std::int64_t count = count_of(word);
+  if (count == gate_limit) return true;
+  const std::int64_t added = std::min(n, gate_limit - count);
+  if (!word_.compare_exchange_strong(word, word + static_cast<std::uint64_t>(added), std::memory_order_relaxed)) [[unlikely]] {
+    return false;
+  }
+  if (count > peak_.load(std::memory_order_relaxed) - added) [[unlikely]] raise_peak(count + added);
+  return true;
+}
+
+[[gnu::always_inline]] inline void gate::submit(std::int64_t n) noexcept {
+  std::uint64_t word = word_.load(std::memory_order_relaxed);
+  if (!submit_try(n, word)) [[unlikely]] submit_contended(n, word);
+}
+
+inline bool gate::try_admit() noexcept { return try_enter(1); }
+inline void gate::note_done() noexcept { leave(1); }
+inline void gate::note_submitted() noexcept { submit(1); }
 
 }  // namespace sluice
 

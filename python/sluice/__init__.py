@@ -19,16 +19,15 @@ gates' own async waiters: no thread is started (the module's thread count is zer
 
 import asyncio
 import itertools
-import operator
 import os
 import weakref
 
 from sluice import _sluice
-from sluice._sluice import (GATE_LIMIT, Buffer, GateClosed, GatePermit, MutexGatePermit, MutexPool, Pool, PoolStats,
-                            Pressure)
+from sluice._sluice import (GATE_LIMIT, Buffer, GateClosed, GatePermit, GateStats, MutexGatePermit, MutexPool, Pool,
+                            PoolStats, Pressure)
 
-__all__ = ["GATE_LIMIT", "Buffer", "Gate", "GateClosed", "GatePermit", "MutexGate", "MutexGatePermit", "MutexPool",
-           "Pool", "PoolStats", "Pressure"]
+__all__ = ["GATE_LIMIT", "Buffer", "Gate", "GateClosed", "GatePermit", "GateStats", "MutexGate", "MutexGatePermit",
+           "MutexPool", "Pool", "PoolStats", "Pressure"]
 
 # admit_async waits on the gate's own queue of async waiters, as <sluice/asio.hpp> does, with an
 # event loop where Asio has an executor; it starts no thread. Each event loop that waits gets a
@@ -59,10 +58,11 @@ class _LoopChannel:
         finally:
             self.wake_settled()
 
-    def stop(self, wait_id):
-        """The wait stopped waiting: its admission, if one came or is on its way, goes back."""
+    def stop(self, wait_id, timed_out):
+        """The wait stopped waiting (timed_out: its timeout passed): its admission, if one came or
+        is on its way, goes back."""
         self.futures.pop(wait_id, None)
-        self.native.cancel(wait_id)
+        self.native.cancel(wait_id, timed_out)
         self.wake_settled()
 
     def close(self):
@@ -189,12 +189,11 @@ class _AsyncMixin:
         loop's channel cannot be made (no file descriptor left), MemoryError when the wait
         cannot be: nothing is queued then."""
         timeout = _sluice._seconds(timeout)  # None: for ever
-        # try_admit checks n (TypeError, ValueError below zero); _wait_async refuses one above
-        # GATE_LIMIT (ValueError, nothing queued)
-        if self.try_admit(n):  # refuses while a waiter of the gate is queued: none is overtaken
+        # _admit_first checks n (TypeError; ValueError below zero or above GATE_LIMIT, before
+        # GateClosed), refuses while a waiter of the gate is queued (none is overtaken), and counts
+        # no refusal in the gate's statistics: this call waits instead
+        if self._admit_first(n):
             return True
-        if self.closed and operator.index(n) <= GATE_LIMIT:  # a weight too large: ValueError first
-            raise GateClosed("the gate is closed")
         loop = asyncio.get_running_loop()
         channel = _channel_for(loop)
         future = loop.create_future()
@@ -232,7 +231,7 @@ class _AsyncMixin:
             if timer is not None:
                 timer.cancel()
             if not future.done() or future.cancelled():
-                channel.stop(wait_id)  # before the task goes on: the count is exact then
+                channel.stop(wait_id, expired)  # before the task goes on: the count is exact then
 
 
 class Gate(_AsyncMixin, _sluice.Gate):

@@ -731,3 +731,35 @@ def test_close_raises_gate_closed_in_every_waiting_task_and_every_later_wait(gat
         assert g.in_flight == 0
 
     asyncio.run(main())
+
+
+def test_stats_count_each_async_wait_by_how_it_ended(gate_type):
+    async def main():
+        g = gate_type(1)
+        assert await g.admit_async() is True  # room: admitted at once
+        assert await g.admit_async(timeout=0.01) is False  # full: times out
+        t = asyncio.create_task(g.admit_async())
+        while g.stats().waiting != 1:  # a condition: the task is queued
+            await asyncio.sleep(0)
+        t.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t
+        await settle()
+        waiter = asyncio.create_task(g.admit_async(timeout=30))
+        while g.stats().waiting != 1:
+            await asyncio.sleep(0)
+        g.note_done()  # its room: admitted after a wait
+        assert await waiter is True
+        closing = asyncio.create_task(g.admit_async(timeout=30))
+        while g.stats().waiting != 1:
+            await asyncio.sleep(0)
+        g.close()
+        with pytest.raises(sluice.GateClosed):
+            await closing
+        with pytest.raises(sluice.GateClosed):
+            await g.admit_async()  # closed at once: counted closed, not refused
+        s = g.stats()
+        assert (s.admitted, s.admitted_after_wait, s.refused, s.timed_out, s.cancelled, s.closed) == (2, 1, 0, 1, 1, 2)
+        assert (s.waiting, s.in_flight, s.peak_in_flight) == (0, 1, 1)
+
+    asyncio.run(main())

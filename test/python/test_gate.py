@@ -188,6 +188,8 @@ def test_a_signal_reaches_a_thread_waiting_in_admit(gate_type):
         sender.join()
         signal.signal(signal.SIGUSR1, old)
     assert g.in_flight == 1  # the interrupted wait counted nothing
+    s = g.stats()
+    assert (s.cancelled, s.waiting, s.admitted) == (1, 0, 0)  # counted as a wait cancelled
 
 
 def test_bad_arguments_raise_clear_errors(gate_type):
@@ -400,3 +402,41 @@ def test_close_refuses_for_good_and_wakes_waiting_threads_with_gate_closed(gate_
     assert g.closed and g.cap == 0  # never reopened
     g.note_done(2)  # the drain counts down
     assert g.in_flight == 0
+
+
+def test_stats_count_tries_waits_and_the_peak(gate_type):
+    g = gate_type(2)
+    s = g.stats()
+    assert (s.admitted, s.refused, s.closed, s.waiting, s.in_flight, s.peak_in_flight) == (0, 0, 0, 0, 0, 0)
+    assert g.try_admit(2) and not g.try_admit() and g.try_admit(0)
+    assert g.admit(timeout=0) is False  # a wait that timed out, not a refusal
+    with pytest.raises(TimeoutError):
+        with g.permit(timeout=0.001):
+            pass
+    g.note_submitted(3)
+    g.note_done(5)
+    with g.permit(timeout=1, n=2):
+        pass
+    g.close()
+    assert not g.try_admit()
+    with pytest.raises(sluice.GateClosed):
+        g.admit()
+    s = g.stats()
+    assert (s.admitted, s.admitted_after_wait, s.refused, s.timed_out, s.cancelled, s.closed) == (3, 0, 1, 2, 0, 2)
+    assert (s.waiting, s.in_flight, s.peak_in_flight) == (0, 0, 5)
+    assert isinstance(s, sluice.GateStats) and "admitted=3" in repr(s)
+
+
+def test_stats_count_a_waiting_thread(gate_type):
+    g = gate_type(1)
+    assert g.try_admit()
+    results = []
+    waiter = threading.Thread(target=lambda: results.append(g.admit(timeout=30)))
+    waiter.start()
+    while g.stats().waiting != 1:  # a condition: the thread waits
+        time.sleep(0.001)
+    g.note_done()
+    waiter.join()
+    assert results == [True]
+    s = g.stats()
+    assert (s.admitted, s.admitted_after_wait, s.waiting) == (2, 1, 0)

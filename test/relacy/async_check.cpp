@@ -386,8 +386,8 @@ TEST_CASE("gate: an async waiter is admitted by note_done and by a raised cap (A
 
 TEST_CASE("gate: the grant loop's admission acquires what note_done released, weakened") {
   const ordering orderings[] = {
-      {"(1) note_done's release-CAS", "lib/gate.cpp", "std::memory_order_release,    // (1), (W2)", 2},
-      {"(2) the admission's acquire-CAS", "lib/gate.cpp", "std::memory_order_acquire,    // (2)", 2},
+      {"(1) note_done's release-CAS", "include/sluice/gate.hpp", "std::memory_order_release,  // (1), (W2)", 2},
+      {"(2) the admission's acquire-CAS", "include/sluice/gate.hpp", "std::memory_order_acquire,  // (2)", 2},
   };
   for (const ordering& o : orderings) expect_reported<async_wake<false>>("async wake", o, every_schedule(3));
 }

@@ -214,8 +214,8 @@ TEST_CASE("gate: a waiting admit is woken by note_done and by a raised cap (W)")
 
 TEST_CASE("gate: each ordering that gate.cpp names, weakened, is reported") {
   const ordering orderings[] = {
-      {"(1) note_done's release-CAS", "lib/gate.cpp", "std::memory_order_release,    // (1), (W2)", 2},
-      {"(2) try_admit's acquire-CAS", "lib/gate.cpp", "std::memory_order_acquire,    // (2)", 2},
+      {"(1) note_done's release-CAS", "include/sluice/gate.hpp", "std::memory_order_release,  // (1), (W2)", 2},
+      {"(2) try_admit's acquire-CAS", "include/sluice/gate.hpp", "std::memory_order_acquire,  // (2)", 2},
       {"(3) has_capacity's acquire-load", "lib/gate.cpp", "std::uint64_t word = word_.load(std::memory_order_acquire);  // (3)", 0},
       {"(3) in_flight's acquire-load", "lib/gate.cpp", "return count_of(word_.load(std::memory_order_acquire));  // (3)", 0},
   };

@@ -220,6 +220,10 @@ class plain {
   rl::var<T> value_;
 };
 
+// A call that lost a CAS tries again at once (the gate's back-off waits on the clock, which
+// Relacy's schedules do not follow).
+inline constexpr bool contention_backs_off = false;
+
 }  // namespace sluice::detail
 
 namespace sluice_relacy {

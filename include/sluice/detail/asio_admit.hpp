@@ -273,11 +273,12 @@ struct initiate_admit {
   void operator()(Handler&& handler, Gate* g, std::int64_t n) const {
     using handler_type = std::decay_t<Handler>;
     using op_type = admit_op<Gate, handler_type>;
-    // Room at once: no node, no queue, only the post. try_admit refuses while a waiter of the
-    // gate is queued, so this cannot overtake one (FIFO). Not cancellable: it has completed.
-    // A weight that no cap admits completes at once with invalid_argument, counting nothing.
+    // Room at once: no node, no queue, only the post. admit_now refuses while a waiter of the
+    // gate is queued, so this cannot overtake one (FIFO), and counts no refusal: the wait is not
+    // refused, it waits. Not cancellable: it has completed. A weight that no cap admits
+    // completes at once with invalid_argument, counting nothing.
     const bool never = n > gate_limit;
-    if (never || g->try_admit(n)) {
+    if (never || waiting<Gate>::admit_now(*g, n)) {
       admit_completion<handler_type, Gate> done{
           std::forward<Handler>(handler), never ? error_code(net::error::invalid_argument) : error_code(),
           never ? permit<Gate>() : permit<Gate>(*g, n, std::adopt_lock)};

@@ -16,9 +16,9 @@ struct async_waiter;
 
 // What a queue needs of the gate a waiter waits on; set by async_wait.
 struct async_gate_ops {
-  // Under the spot's mutex: a waiter left the queue unadmitted (cancelled or withdrawn); last: no
-  // other waiter of the gate is queued.
-  void (*left_unadmitted)(const void* gate, bool last) noexcept;
+  // Under the spot's mutex: w left its gate's queue unadmitted (cancelled, withdrawn, or closed:
+  // w.closed); last: no other waiter of the gate is queued.
+  void (*left_unadmitted)(const async_waiter& w, bool last) noexcept;
   // Admits the gate's queued waiters while there is room, as the calls that make room do; touches
   // the gate only if a waiter of it is queued.
   void (*serve)(const void* gate) noexcept;
@@ -59,6 +59,9 @@ struct async_waiter {
   // Set, under the spot's mutex, when its gate's close() takes it: not admitted because closed
   // (not cancelled, nor its gate destroyed).
   bool closed = false;
+  // Set, under the spot's mutex, when a cancellation takes it because its deadline passed (Python's
+  // admit_async(timeout=...)): the statistics count it timed out, not cancelled.
+  bool timed_out = false;
 };
 
 // Queues w at the tail of its gate's waiters, then admits waiters from the head while there is
@@ -68,8 +71,9 @@ void async_wait(mutex_gate& g, async_waiter& w) noexcept;
 
 // Cancels the waiter whose handle is `handle`: takes it out of the queue and hands it over
 // unadmitted; false when it has already left. `gate` is its gate's address: only that gate's
-// parking spot is touched, never the gate.
-bool async_cancel(const void* gate, async_waiter* const* handle) noexcept;
+// parking spot is touched, and the gate only if the waiter is still queued. timed_out: the
+// cancellation is its wait's deadline (counted so in the gate's statistics).
+bool async_cancel(const void* gate, async_waiter* const* handle, bool timed_out = false) noexcept;
 
 // Takes w out of the queue if it is still there (true), without handing it over.
 bool async_withdraw(async_waiter& w) noexcept;

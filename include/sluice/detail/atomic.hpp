@@ -24,4 +24,9 @@ using condition_variable = std::condition_variable;
 template <class T>
 using plain = T;
 
+// Whether a call that lost a CAS to another call waits a while before it tries again (the gate's
+// back-off, lib/gate.cpp). The model checkers' builds say no: their schedules, not the clock,
+// decide who runs next.
+inline constexpr bool contention_backs_off = true;
+
 }  // namespace sluice::detail

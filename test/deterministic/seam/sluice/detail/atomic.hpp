@@ -9,4 +9,5 @@
 namespace sluice::detail {
 template <class T>
 using plain = T;
+inline constexpr bool contention_backs_off = false;  // the scheduler decides who runs next
 }  // namespace sluice::detail
