@@ -15,6 +15,7 @@
 //                  4, below the larger thread counts, so that threads wait for each other's
 //                  note_done. Thread counts from SLUICE_BENCH_SERVE_THREADS ("1,2,8,64" unless
 //                  set); ns per admission, all threads together.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -122,17 +123,27 @@ void semaphore_pingpong(benchmark::State& state) {
 
 constexpr std::int64_t serve_cap = 4;
 
-// CPU work of about `ns` nanoseconds: a loop whose length is calibrated once, against the steady
-// clock, so that a thread preempted in the middle of it is not counted as working.
-void work_for(long ns) {
-  static const double loops_per_ns = [] {
+// CPU work of about `ns` nanoseconds: a loop of a fixed length, so that every gate does the same
+// work and a thread preempted in the middle of it is not counted as working. The loop's speed is
+// measured once, the fastest of five tries (a try that the scheduler interrupts only reads
+// slower), before any thread starts.
+double loops_per_ns() {
+  static const double speed = [] {
     using clock = std::chrono::steady_clock;
-    constexpr long loops = 20'000'000;
-    const auto start = clock::now();
-    for (long i = 0; i < loops; ++i) benchmark::DoNotOptimize(i);
-    return loops / std::chrono::duration<double, std::nano>(clock::now() - start).count();
+    constexpr long loops = 4'000'000;
+    double best = 0;
+    for (int t = 0; t < 5; ++t) {
+      const auto start = clock::now();
+      for (long i = 0; i < loops; ++i) benchmark::DoNotOptimize(i);
+      best = std::max(best, loops / std::chrono::duration<double, std::nano>(clock::now() - start).count());
+    }
+    return best;
   }();
-  const long loops = static_cast<long>(static_cast<double>(ns) * loops_per_ns);
+  return speed;
+}
+
+void work_for(long ns) {
+  const long loops = static_cast<long>(static_cast<double>(ns) * loops_per_ns());
   for (long i = 0; i < loops; ++i) benchmark::DoNotOptimize(i);
 }
 
@@ -169,6 +180,7 @@ void add_serve(const std::string& variant, Fn fn) {
 
 void register_all() {
   using sluice_bench::add;
+  loops_per_ns();  // measured while no benchmark runs
   add("gate.note_pair", "gate", note_pair<sluice::gate>);
   add("gate.note_pair", "mutex_gate", note_pair<sluice::mutex_gate>);
   add("gate.note_pair", "bare_atomic", bare_atomic_pair);

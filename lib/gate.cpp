@@ -351,7 +351,7 @@ void gate::count(detail::tally k) noexcept {
   counts_.tallied[static_cast<unsigned>(k)].fetch_add(1, std::memory_order_relaxed);
 }
 
-void gate::raise_peak(std::int64_t count) noexcept {
+void gate::raise_peak(std::int64_t count) const noexcept {
   std::int64_t seen = peak_.load(std::memory_order_relaxed);
   while (seen < count && !peak_.compare_exchange_weak(seen, count, std::memory_order_relaxed)) {
   }
@@ -399,10 +399,12 @@ bool gate::try_enter_contended(std::int64_t n, std::uint64_t word) noexcept {
   return admitted ? admitted_by_try() : refused(word);
 }
 
-bool gate::enter(std::int64_t n) noexcept {
+bool gate::enter(std::int64_t n, bool backs_off) noexcept {
   std::uint64_t word = word_.load(std::memory_order_relaxed);
   bool admitted;
-  while (!enter_try<false>(n, word, admitted)) word = back_off(word_);
+  while (!enter_try<false>(n, word, admitted)) {
+    if (backs_off) word = back_off(word_);
+  }
   return admitted;
 }
 
@@ -422,7 +424,7 @@ bool gate::admit_now(std::int64_t n) noexcept {
   if (n <= 0) {
     if (closed()) return false;  // (C2)
   } else {
-    if (n > gate_limit || !enter(n)) return false;
+    if (n > gate_limit || !enter(n, true)) return false;
   }
   return admitted_by_try();
 }
@@ -440,9 +442,11 @@ void gate::wait_ended(detail::wait_end end, bool waited) noexcept {
 }
 
 bool gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline) {
-  // Each try that finds no room asks whether the gate is closed (C2): then the wait ends.
-  const auto attempt = [this, n] {
-    if (enter(n)) return true;
+  // Each try that finds no room asks whether the gate is closed (C2): then the wait ends. A try
+  // made holding the spot's mutex does not back off: every gate of the spot would wait with it.
+  bool locked = false;
+  const auto attempt = [this, n, &locked] {
+    if (enter(n, !locked)) return true;
     if (closed()) throw gate_closed();
     return false;
   };
@@ -460,6 +464,7 @@ bool gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_point dead
   }
   detail::parking_spot& spot = detail::parking_for(this);
   std::unique_lock lock(spot.mutex);
+  locked = true;
   for (;;) {
     word_.fetch_or(waiting_bit, std::memory_order_relaxed);  // (W1)
     if (attempt()) return true;
@@ -542,7 +547,8 @@ bool gate::closed() const noexcept {
 
 // Each count is read once, relaxed: exact for every call that happened before stats() (docs/gate.md,
 // STATISTICS). The peak is raised after the CAS that reached it, so the count read here may be
-// above it for a moment: the snapshot shows the higher.
+// above it for a moment: the snapshot shows the higher, and raises the peak to it, so that a
+// later snapshot never shows less.
 gate_stats gate::stats() const noexcept {
   std::uint64_t tallied[detail::tally_kinds];
   detail::tally_sum(tally_, tallied);
@@ -556,7 +562,8 @@ gate_stats gate::stats() const noexcept {
   s.cancelled = get(counts_.cancelled);
   s.closed = tallied[static_cast<unsigned>(detail::tally::closed)] + get(counts_.wait_closed);
   s.waiting = get(counts_.waiting);
-  s.in_flight = count_of(word_.load(std::memory_order_relaxed));
+  s.in_flight = count_of(word_.load(std::memory_order_acquire));  // (3), as in_flight()'s
+  raise_peak(s.in_flight);
   s.peak_in_flight = std::max(get(peak_), s.in_flight);
   return s;
 }

@@ -38,15 +38,26 @@ struct thread_tallies {
 };
 
 // This thread's node (null until its first growth), and whether its exit has given it up: a tally
-// from a later thread_local destructor is counted on the gate itself. Initial-exec, trivial: the
-// fork handler and the slow path read them without constructing anything.
+// from a later destructor is counted on the gate itself. Initial-exec, trivial: the fork handler
+// and the slow path read them without constructing anything.
 constinit thread_local thread_tallies* tls_node __attribute__((tls_model("initial-exec"))) = nullptr;
 constinit thread_local bool tls_gone __attribute__((tls_model("initial-exec"))) = false;
 
+void reap(void*) noexcept;
+
 class registry final : public fork_aware {
  public:
-  registry() { join(); }
+  registry() {
+    has_exit_key = pthread_key_create(&exit_key, &reap) == 0;
+    join();
+  }
 
+  // A thread's array is given up at its exit by a pthread key's destructor (reap), not a
+  // thread_local's: glibc runs key destructors after every thread_local destructor (which may still
+  // count), and runs one set by another key's destructor in its next round, where a thread_local
+  // armed that late would never be destroyed. Without the key, every count goes on its gate.
+  pthread_key_t exit_key{};
+  bool has_exit_key = false;
   std::mutex mutex;
   thread_tallies* threads = nullptr;  // every thread that has an array
   // [index * tally_kinds + k]: the counts of the threads that have exited (and, in a forked child,
@@ -91,20 +102,16 @@ registry& registry_of_tallies() noexcept {
   return *the_registry;
 }
 
-// Gives this thread's array up at its exit (constructed, so armed, by its first growth).
-struct reaper {
-  void arm() noexcept {}
-  ~reaper() {
-    tls_gone = true;
-    if (tls_node == nullptr) return;
-    registry& r = registry_of_tallies();
-    std::lock_guard lock(r.mutex);
-    r.retire(tls_node);
-    tls_node = nullptr;
-    tls_tally = {};
-  }
-};
-thread_local reaper tls_reaper;
+// The exit key's destructor: this thread's array joins the counts of the threads gone.
+void reap(void*) noexcept {
+  tls_gone = true;
+  if (tls_node == nullptr) return;
+  registry& r = registry_of_tallies();
+  std::lock_guard lock(r.mutex);
+  r.retire(tls_node);
+  tls_node = nullptr;
+  tls_tally = {};
+}
 
 }  // namespace
 
@@ -145,24 +152,26 @@ void tally_give_back(std::uint32_t first) noexcept {
 
 bool tally_reach(std::uint32_t first) noexcept {
   if (first == no_tally || tls_gone) return false;
-  try {
-    tls_reaper.arm();  // constructs the reaper, to run at thread exit (may throw)
-  } catch (...) {
-    return false;
-  }
   registry& r = registry_of_tallies();
-  std::lock_guard lock(r.mutex);
+  if (!r.has_exit_key) return false;
+  // Never waits: a try_admit stays lock-free, and while another thread holds the mutex (reading
+  // stats(), exiting, stopped there) this count goes on the gate itself.
+  std::unique_lock lock(r.mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
   thread_tallies* t = tls_node;
   const std::uint32_t old = t != nullptr ? t->counters : 0;
   if (first < old) return true;
-  // Twice the array, or as far as the gate, or 16 gates: indices are issued again, the last given
-  // back first, so the arrays stay about as long as the most gates alive at once.
-  const std::uint32_t counters = std::max({first + tally_kinds, old * 2, std::uint32_t{16 * tally_kinds}});
+  // Twice the array, or as far as the gate, or 16 gates, but never past the indices issued:
+  // indices are issued again, the last given back first, so an array is at most as long as the
+  // most gates alive at once (docs/gate.md, STATISTICS).
+  const std::uint32_t counters = std::min(std::max({first + tally_kinds, old * 2, std::uint32_t{16 * tally_kinds}}),
+                                          r.issued * tally_kinds);
   auto* counts = new (std::nothrow) std::atomic<std::uint64_t>[counters]();
   if (counts == nullptr) return false;
   if (t == nullptr) {
     t = new (std::nothrow) thread_tallies;
-    if (t == nullptr) {
+    if (t == nullptr || pthread_setspecific(r.exit_key, t) != 0) {  // armed: reap at the exit
+      delete t;
       delete[] counts;
       return false;
     }

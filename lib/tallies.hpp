@@ -19,7 +19,8 @@ std::uint32_t tally_take() noexcept;
 // again.
 void tally_give_back(std::uint32_t first) noexcept;
 // Grows this thread's array until it reaches the gate's counters: false when it cannot (no_tally,
-// the thread is past its thread_local destructors, or no memory can be had).
+// the thread is past its thread_local destructors, no memory can be had, or another thread holds
+// the registry's mutex: it never waits for it).
 bool tally_reach(std::uint32_t first) noexcept;
 // Every tally kind of the gate, summed over the threads that live and those gone.
 void tally_sum(std::uint32_t first, std::uint64_t (&sums)[tally_kinds]) noexcept;

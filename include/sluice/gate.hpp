@@ -20,7 +20,10 @@
 //   adjust(p, max)      ok: min(cap + 1, max); soft, hard: cap - 1; never below 1  lock-free*
 //   close()             for good: every admission refused, every waiter out now  lock-free*
 //   closed()            whether close() ran                                       wait-free
+//   stats()             what it has done: admissions, refusals, waits by how they  blocking**
+//                       ended, waiting and in flight now, the highest in flight
 //   * a call that finds waiters takes their parking spot's mutex for a moment to wake them
+//   ** takes a mutex that threads take when they first count on a gate, exit, or read stats()
 // A closed gate's try forms answer false; its waiting forms throw gate_closed, before or during
 // their wait; async_admit completes with gate_errc::closed. note_done still counts down (so a
 // server can wait for in-flight work to drain), and its cap reads 0 for good: set_cap and adjust
@@ -31,7 +34,8 @@
 // waiters are, in FIFO order (docs/gate.md, WEIGHTS).
 //
 // mutex_gate: the same calls over a std::mutex. permit<G>: admissions held for a scope. The
-// whole contract (limits, weights, close, progress, waiting, fork, memory ordering): docs/gate.md.
+// whole contract (limits, weights, close, statistics, progress, contention, waiting, fork,
+// memory ordering): docs/gate.md.
 #pragma once
 
 #include "sluice/detail/platform.hpp"
@@ -209,7 +213,7 @@ class waiting_forms {
 
 }  // namespace detail
 
-// The lock-free gate: one atomic word, and its statistics' counters beside it.
+// The lock-free gate: its state one atomic word, and its statistics' counters beside it.
 class gate : public detail::waiting_forms<gate> {
  public:
   explicit gate(std::int64_t cap) noexcept;  // nothing in flight; cap clamped into [1, gate_limit]
@@ -260,12 +264,13 @@ class gate : public detail::waiting_forms<gate> {
   bool try_enter_contended(std::int64_t n, std::uint64_t word) noexcept;
   void leave_contended(std::int64_t n, std::uint64_t word) noexcept;
   void submit_contended(std::int64_t n, std::uint64_t word) noexcept;
-  // enter_try until one is over, counting nothing but the peak (the waiting forms' tries).
-  bool enter(std::int64_t n) noexcept;
+  // enter_try until one is over, counting nothing but the peak (the waiting forms' tries);
+  // backs_off: whether a lost CAS waits before the next try.
+  bool enter(std::int64_t n, bool backs_off) noexcept;
   bool admitted_by_try() noexcept;             // a try's admission, counted: true
   bool refused(std::uint64_t word) noexcept;  // a try's refusal, counted (closed or not): false
   void count(detail::tally k) noexcept;       // a tally that this thread's array does not reach
-  void raise_peak(std::int64_t count) noexcept;
+  void raise_peak(std::int64_t count) const noexcept;
   // Touches only g's parking spot, never *g, unless an async waiter of g is queued there.
   static void wake(const gate* g) noexcept;
   friend void detail::async_wait(gate&, detail::async_waiter&) noexcept;
@@ -279,7 +284,9 @@ class gate : public detail::waiting_forms<gate> {
   // are counted in the calling thread's tally for this gate, whose first counter is tally_ (the
   // gate's index times tally_kinds); the rest, and tallies that no array holds, in counts_.
   const std::uint32_t tally_;
-  std::atomic<std::int64_t> peak_{0};  // the highest in_flight yet; raised after the CAS that set it
+  // The highest in_flight yet: raised after the CAS that set it, and by stats() to the count it
+  // reads, so that no snapshot shows a peak below one an earlier snapshot showed.
+  mutable std::atomic<std::int64_t> peak_{0};
   struct counters {
     std::atomic<std::uint64_t> tallied[detail::tally_kinds] = {};  // tallies counted here
     std::atomic<std::uint64_t> after_wait{0}, timed_out{0}, cancelled{0}, wait_closed{0};

@@ -210,7 +210,7 @@ TEST_CASE("a saturating note_submitted is one step: no schedule shows its add wi
   // done-read-submit end at limit. A read of limit must therefore end at limit: a submit that
   // adds, then undoes, lets B's done land between and B read limit, yet ends at limit - 1.
   // Reaching gate_limit by 2^31 calls is too slow here, so the word is set directly: gate is
-  // standard-layout with the word as its only member (bits 0-31 count, 32-63 cap).
+  // standard-layout with the word as its first member (bits 0-31 count, 32-63 cap).
   static_assert(std::is_standard_layout_v<sluice::gate>);
   std::uint64_t schedules = 0;
   for (const std::uint64_t seed : seeds(1000)) {

@@ -48,6 +48,7 @@ struct gates {
   std::unique_ptr<sluice::mutex_gate> m;
   std::int64_t spec_cap = 1, spec_in = 0;
   bool spec_closed = false;
+  sluice::gate_stats spec_stats;  // what stats() must say (docs/gate.md, STATISTICS)
   std::vector<permits> ps;  // destroyed before the gates they refer to (see build)
 
   void build(std::int64_t cap) {
@@ -57,17 +58,28 @@ struct gates {
     spec_cap = spec_clamp(cap);
     spec_in = 0;
     spec_closed = false;
+    spec_stats = {};
   }
   ~gates() { ps.clear(); }
 
   // The contract's weights (docs/gate.md, WEIGHTS) and close (CLOSE).
-  void spec_submit(std::int64_t n = 1) { spec_in += std::min(std::max<std::int64_t>(n, 0), gate_limit - spec_in); }
+  void spec_submit(std::int64_t n = 1) {
+    spec_in += std::min(std::max<std::int64_t>(n, 0), gate_limit - spec_in);
+    spec_stats.peak_in_flight = std::max(spec_stats.peak_in_flight, spec_in);
+  }
   void spec_done(std::int64_t n = 1) { spec_in -= std::min(std::max<std::int64_t>(n, 0), spec_in); }
+  // Every try form's answer, counted as stats() counts it.
   bool spec_admit(std::int64_t n = 1) {
-    if (spec_closed) return false;
-    if (n <= 0) return true;
-    if (n > gate_limit || spec_in + n > spec_cap) return false;
-    spec_in += n;
+    if (spec_closed) {
+      ++spec_stats.closed;
+      return false;
+    }
+    if (n > gate_limit || (n > 0 && spec_in + n > spec_cap)) {
+      ++spec_stats.refused;
+      return false;
+    }
+    ++spec_stats.admitted;
+    if (n > 0) spec_submit(n);
     return true;
   }
   void spec_release(permits& p) {
@@ -85,6 +97,15 @@ struct gates {
     SAME(m->closed(), spec_closed);
     SAME(g->has_capacity(), !spec_closed && spec_in < spec_cap);
     SAME(m->has_capacity(), !spec_closed && spec_in < spec_cap);
+    for (const sluice::gate_stats& s : {g->stats(), m->stats()}) {
+      SAME(s.admitted, spec_stats.admitted);
+      SAME(s.refused, spec_stats.refused);
+      SAME(s.closed, spec_stats.closed);
+      SAME(s.peak_in_flight, spec_stats.peak_in_flight);
+      SAME(s.in_flight, spec_in);
+      SAME(s.admitted_after_wait + s.timed_out + s.cancelled, std::uint64_t{0});  // no call here waits
+      SAME(s.waiting, std::int64_t{0});
+    }
     for (const permits& p : ps) {
       SAME(static_cast<bool>(p.g), p.spec);
       SAME(static_cast<bool>(p.m), p.spec);
