@@ -401,10 +401,11 @@ TEST_CASE("9. a burst of large frames after small ones stays within the budget's
     std::this_thread::yield();
   }
   CHECK(h.stats().admit_waits > waits);
-  // What the README promises: each destination's admitted bytes stay under its share of the
-  // budget plus one frame.
+  // What the README promises: each destination's admitted bytes stay within its window (its
+  // share of the budget, 512 KiB), but for one frame larger than that, alone: 1 MiB.
   const hub_stats s = h.stats();
-  CHECK(s.peak_held <= static_cast<std::int64_t>(o.budget / 2 + (std::size_t{1} << 20)));
+  CHECK(s.window_max * static_cast<std::int64_t>(admission_unit) == std::int64_t{512} << 10);
+  CHECK(s.peak_held <= std::int64_t{1} << 20);
   a.cut();
   b.cut();
   large.join();
@@ -413,8 +414,10 @@ TEST_CASE("9. a burst of large frames after small ones stays within the budget's
 // ---- what a second review found in the hub rewritten for the cases above ----
 
 TEST_CASE("10. large frames that race for one destination never pass its bound together") {
-  // A window of two units; six guests send 1 MiB frames to rank 1 at once. Two pumps must never
-  // both take a first unit before either has counted the rest of its frame.
+  // A window of two units; six guests send 1 MiB frames to rank 1 at once. Each frame is larger
+  // than the window, so it counts as the whole window and goes alone: one in flight at a time.
+  // The frames waiting (6 MiB) keep the pressure hard, which takes the window down to one unit;
+  // only the controller's opening of a starved window lets each next one in.
   for (int round = 0; round < 3; ++round) {
     hub_options o = options(2);
     o.budget = 2 * 2 * admission_unit;  // each destination's share: 2 units
@@ -442,8 +445,9 @@ TEST_CASE("10. large frames that race for one destination never pass its bound t
     CHECK(got == guests * frames);
     for (auto& t : senders) t.join();
     const hub_stats s = h.stats();
-    CHECK(s.peak_destination <= (s.window_max - 1) * static_cast<std::int64_t>(admission_unit) +
-                                    s.largest_frame);
+    CHECK(s.window_max == 2);
+    CHECK(h.windows().peak_in_flight <= s.window_max);
+    CHECK(s.peak_destination <= s.largest_frame);  // 1 MiB: one frame at a time
     for (auto& c : g) c->cut();
     a.cut();
     b.cut();
@@ -585,10 +589,10 @@ TEST_CASE("15. frames that wait for their window count as bytes the hub holds") 
     g.back()->hello(2 + i);
     REQUIRE(g.back()->send(2 + i, 1, 0, std::size_t{1} << 20) == 0);
   }
-  // Rank 0's flood frame, read and waiting in admit() under rank 1's admitting mutex, counts
-  // too. The wait is long because one run under ASan (CI-like, 2 cores) saw only two of the
-  // three guests' frames counted after 5 s; the cause is not known yet (an open question for
-  // this test, noted in the issue's closing note).
+  // Rank 0's flood frame, read and waiting for rank 1's window, counts too. The wait is long
+  // because one run under ASan (CI-like, 2 cores) saw only two of the three guests' frames
+  // counted after 5 s; the cause is not known yet (an open question for this test, noted in the
+  // issue's closing note).
   const std::int64_t waiting = std::int64_t{3} << 20;
   const auto deadline = in(20000ms);
   while (h.stats().reading < waiting && clock_type::now() < deadline) std::this_thread::yield();
@@ -628,4 +632,38 @@ TEST_CASE("16. guests that say hello and go quiet cannot keep the ranks out") {
   for (auto& q : quiet) q->cut();
   a.cut();
   b.cut();
+}
+
+// ---- and what weighted admission changed (issue 34) ----
+
+TEST_CASE("17. at the end, frames waiting for a window that will not open do not hold the hub") {
+  // Rank 1 never reads. A guest's flood fills its window; then that guest and a second one each
+  // wait with a frame for it. Once both ranks are done the windows close: the two waits end
+  // (gate_errc::closed), and the guests' readers with them, while rank 1 still reads nothing.
+  hub_options o = options(2);
+  o.budget = std::size_t{2} << 20;  // each window 1 MiB
+  hub<sluice::pool> h(o, {});
+  h.start();
+  client a(h.port()), b(h.port()), flooding_guest(h.port()), late_guest(h.port());
+  a.hello(0);
+  b.hello(1);
+  flooding_guest.hello(2);
+  late_guest.hello(3);
+  std::thread flooding = flood(flooding_guest, 2, 1);
+  await_held(h, std::int64_t{1} << 20);
+  REQUIRE(late_guest.send(3, 1, 0, std::size_t{1} << 20) == 0);
+  const auto queued = in(5000ms);
+  while (h.windows().waiting < 2 && clock_type::now() < queued) std::this_thread::yield();
+  REQUIRE(h.windows().waiting == 2);
+  a.end_sending();
+  b.end_sending();
+  CHECK(late_guest.closed_by(in(3000ms)));
+  const sluice::gate_stats w = h.windows();
+  CHECK(w.waiting == 0);
+  CHECK(w.closed >= 2);
+  flooding_guest.cut();
+  late_guest.cut();
+  a.cut();
+  b.cut();
+  flooding.join();
 }

@@ -1,12 +1,13 @@
 // relay/hub.hpp: the hub, on Asio; README.md describes the design and why. A fixed set of
 // threads runs one io_context. Each connection is a reader coroutine (reads frames into pool
-// buffers, waits for the destination's window with sluice::async_admit, queues them in the
-// destination's outbox); each rank connection also has a writer coroutine (gathered writes of
-// its outbox, each buffer retired as its last byte goes) and every connection a watcher (one
-// steady_timer for all its deadlines). A connection's three run on its strand. A controller
-// coroutine adjusts the windows and trims the pool every tick. The hub ends once every rank has
-// connected and its reader has ended: the others' read sides are shut down, the outboxes close
-// once no reader is left, the writers write out what is queued and shut down their write sides.
+// buffers, waits with sluice::async_admit until the destination's window admits a frame's units
+// in one step, queues them in the destination's outbox); each rank connection also has a writer
+// coroutine (gathered writes of its outbox, each buffer retired as its last byte goes) and every
+// connection a watcher (one steady_timer for all its deadlines). A connection's three run on its
+// strand. A controller coroutine adjusts the windows and trims the pool every tick. The hub ends
+// once every rank has connected and its reader has ended: the windows close and the others' read
+// sides are shut down, the outboxes close once no reader is left, the writers write out what is
+// queued and shut down their write sides.
 //
 // Written once for both pool types: Pool is sluice::pool or sluice::mutex_pool.
 #pragma once
@@ -132,8 +133,8 @@ template <class Pool>
 class hub {
   using clock = std::chrono::steady_clock;
   static constexpr clock::time_point no_deadline = clock::time_point::max();
-  // An async mutex, or a doorbell: a channel that holds at most one token. (A token carries a
-  // bool: Asio 1.22's channel_traits find void(error_code) ambiguous.)
+  // A doorbell: a channel that holds at most one token. (A token carries a bool: Asio 1.22's
+  // channel_traits find void(error_code) ambiguous.)
   using token_channel = asio::experimental::concurrent_channel<void(std::error_code, bool)>;
   static auto as_tuple() { return asio::experimental::as_tuple(asio::use_awaitable); }
 
@@ -192,6 +193,25 @@ class hub {
             .ticks_soft = get(ticks_[1]), .ticks_hard = get(ticks_[2])};
   }
 
+  // The windows' gate statistics, summed over the destinations; peak_in_flight is the highest
+  // one window reached, in units.
+  [[nodiscard]] sluice::gate_stats windows() const noexcept {
+    sluice::gate_stats sum;
+    for (const outbox& o : outboxes_) {
+      const sluice::gate_stats w = o.window.stats();
+      sum.admitted += w.admitted;
+      sum.admitted_after_wait += w.admitted_after_wait;
+      sum.refused += w.refused;
+      sum.timed_out += w.timed_out;
+      sum.cancelled += w.cancelled;
+      sum.closed += w.closed;
+      sum.waiting += w.waiting;
+      sum.in_flight += w.in_flight;
+      sum.peak_in_flight = std::max(sum.peak_in_flight, w.peak_in_flight);
+    }
+    return sum;
+  }
+
   [[nodiscard]] std::vector<conn_error> errors() const {
     std::lock_guard lk(mu_);
     return errors_;
@@ -235,26 +255,25 @@ class hub {
     }
   };
 
-  // One frame in flight: its header, its body, and the units of its destination's window it
-  // holds. It gives the buffer and the units back exactly once, when released or destroyed,
-  // whichever path it took (written, dropped, or abandoned).
+  // One frame in flight: its header, its body, and its admission to its destination's window
+  // (all its units, one permit). It gives the buffer and the units back exactly once, when
+  // released or destroyed, whichever path it took (written, dropped, or abandoned).
   class parcel {
    public:
-    parcel(hub& h, const header& head, sluice::buffer body, sluice::permit<sluice::gate> first,
-           std::int64_t units) noexcept
-        : head(head), body(std::move(body)), hub_(&h), first_(std::move(first)), units_(units) {}
+    parcel(hub& h, const header& head, sluice::buffer body,
+           sluice::permit<sluice::gate> admission) noexcept
+        : head(head), body(std::move(body)), hub_(&h), admission_(std::move(admission)) {}
     parcel(parcel&& other) noexcept
         : head(other.head), body(std::move(other.body)), hub_(std::exchange(other.hub_, nullptr)),
-          first_(std::move(other.first_)), units_(other.units_) {}
+          admission_(std::move(other.admission_)) {}
     parcel& operator=(parcel&&) = delete;
     ~parcel() { release(); }
 
     // The buffer goes back to the pool before the units do, so the reader they admit finds it.
     void release() noexcept {
       if (hub_ == nullptr) return;
-      outbox& to = std::exchange(hub_, nullptr)->give_back(head.destination, std::move(body));
-      first_.release();
-      for (std::int64_t u = 1; u < units_; ++u) to.window.note_done();
+      std::exchange(hub_, nullptr)->give_back(head.destination, std::move(body));
+      admission_.release();
     }
 
     header head;
@@ -262,17 +281,14 @@ class hub {
 
    private:
     hub* hub_;
-    sluice::permit<sluice::gate> first_;  // the unit async_admit gave
-    std::int64_t units_;
+    sluice::permit<sluice::gate> admission_;
   };
 
   // What the readers hand one destination's writer: a queue, and the window that bounds it.
   class outbox {
    public:
     explicit outbox(const asio::io_context::executor_type& ex)
-        : admitting(ex, 1), window(1), doorbell_(ex, 1) {  // slow start: ok ticks open the window
-      admitting.try_send(std::error_code{}, true);
-    }
+        : window(1), doorbell_(ex, 1) {}  // slow start: ok ticks open the window
 
     void push(parcel&& p) {
       bool ring = false;
@@ -315,9 +331,8 @@ class hub {
       left.swap(queue_);
     }
 
-    token_channel admitting;  // one reader at a time counts a frame's units (see admit())
-    sluice::gate window;      // units of admission_unit admitted for this destination
-    gauge held;               // the capacities of its parcels
+    sluice::gate window;  // units of admission_unit admitted for this destination
+    gauge held;           // the capacities of its parcels
     std::atomic<bool> cut_off{false};  // its rank's connection failed: nothing more is queued
 
    private:
@@ -330,46 +345,40 @@ class hub {
 
   // ---- admission and the bytes held ----
 
-  // Waits (without blocking a thread) until the frame's destination has room, then counts all
-  // the frame's units there: one through async_admit, the rest through note_submitted(), which
-  // never refuses. So a window passes its cap by at most one frame, and a frame larger than the
-  // whole window still goes, alone. The destination's `admitting` token makes the two steps one
-  // for the other readers: without it, a second reader could take its first unit between the
-  // first one's admission and its note_submitted()s, and two large frames would pass the cap.
-  asio::awaitable<parcel> admit(const header& h, sluice::buffer body) {
+  // Waits (without blocking a thread) until the frame's destination admits all its units in one
+  // step, so a window never passes its cap. A frame larger than the whole window counts as the
+  // whole window (its units cut to window_max_): it goes alone, once the window is empty and
+  // open (control_loop opens an empty window that a wait is queued on, whatever the pressure).
+  // Waits are served first come first served: a large frame is not starved by small ones.
+  // Nothing once the windows are closed: the hub is ending, and the frame goes nowhere.
+  asio::awaitable<std::optional<parcel>> admit(const header& h, sluice::buffer body) {
     outbox& to = outboxes_[h.destination];
-    const std::int64_t units = units_for(body.capacity());
-    // A frame that waits is counted as it begins to wait (once), so that a wait that never ends
-    // shows too.
-    bool waits = false;
-    const auto note_wait = [&] {
-      if (!std::exchange(waits, true)) admit_waits_.fetch_add(1, std::memory_order_relaxed);
-    };
-    if (!to.admitting.try_receive([](std::error_code, bool) {})) {  // another frame is admitting
-      note_wait();
-      co_await to.admitting.async_receive(asio::use_awaitable);
-    }
-    sluice::permit<sluice::gate> first(to.window);  // try_admit
-    if (!first) {
-      note_wait();
+    const std::int64_t units = std::min(units_for(body.capacity()), window_max_);
+    // A try first: async_admit completes through the io_context even when there is room.
+    sluice::permit<sluice::gate> admission(to.window, units);
+    if (!admission) {
+      // Counted as it begins to wait, so that a wait that never ends shows too.
+      admit_waits_.fetch_add(1, std::memory_order_relaxed);
       // Woken by a parcel's release, or by the controller opening the window.
-      first = co_await sluice::async_admit(to.window, asio::use_awaitable);
+      std::error_code ec;
+      std::tie(ec, admission) = co_await sluice::async_admit(to.window, units, as_tuple());
+      if (ec) {  // gate_errc::closed: nothing here cancels a wait, and no weight passes gate_limit
+        pool_.retire(std::move(body));
+        co_return std::nullopt;
+      }
     }
-    for (std::int64_t u = 1; u < units; ++u) to.window.note_submitted();
-    to.admitting.try_send(std::error_code{}, true);
     const auto capacity = static_cast<std::int64_t>(body.capacity());
     detail::raise_to(peak_destination_, to.held.add(capacity));
     held_.add(capacity);
     detail::raise_to(largest_frame_, capacity);
-    co_return parcel(*this, h, std::move(body), std::move(first), units);
+    co_return std::optional<parcel>(std::in_place, *this, h, std::move(body), std::move(admission));
   }
 
-  outbox& give_back(std::uint32_t destination, sluice::buffer&& b) noexcept {
+  void give_back(std::uint32_t destination, sluice::buffer&& b) noexcept {
     const auto capacity = static_cast<std::int64_t>(b.capacity());
     outboxes_[destination].held.add(-capacity);
     held_.add(-capacity);
     pool_.retire(std::move(b));
-    return outboxes_[destination];
   }
 
   asio::awaitable<void> control_loop() {
@@ -393,10 +402,17 @@ class hub {
       const sluice::pressure p = pressure_at(traffic, budget);
       ticks_[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
       for (outbox& o : outboxes_) {
-        o.window.adjust(p, window_max_);
-        // Relaxed, a statistic; written by this coroutine alone.
-        if (p != sluice::pressure::ok && o.window.cap() < min_window_.load(std::memory_order_relaxed)) {
-          min_window_.store(o.window.cap(), std::memory_order_relaxed);
+        // A window with nothing in flight that admits nothing has a wait queued whose weight
+        // (at most window_max_) is above its cap: it is starved, and a pressure held up by the
+        // frames waiting for admission would keep it so. It opens, a unit a tick, whatever the
+        // pressure: what it admits was read already (and counted in reading_).
+        const bool starved = o.window.in_flight() == 0 && !o.window.has_capacity();
+        o.window.adjust(starved ? sluice::pressure::ok : p, window_max_);
+        // Relaxed, a statistic; written by this coroutine alone. A closed window's cap reads 0.
+        const std::int64_t cap = o.window.cap();
+        if (p != sluice::pressure::ok && !starved && cap > 0 &&
+            cap < min_window_.load(std::memory_order_relaxed)) {
+          min_window_.store(cap, std::memory_order_relaxed);
         }
       }
     }
@@ -513,6 +529,10 @@ class hub {
     if (std::exchange(waiting_for_place_, false)) place_freed_.try_send(std::error_code{}, true);
     if (c.rank && ++ranks_done_ == options_.ranks) {
       ending_ = true;
+      // No rank sends any more. The windows close: a guest's reader waiting for admission ends
+      // at once (gate_errc::closed) and drops its frame, as a frame cut off mid-read is; what
+      // was admitted still goes out (a closed gate still counts note_done down).
+      for (auto& o : outboxes_) o.window.close();
       asio::post(accept_strand_, [this] {
         std::error_code ignored;
         acceptor_.cancel(ignored);  // ends a pending accept; the loop sees ending_ before another
@@ -662,10 +682,11 @@ class hub {
         pool_.retire(std::move(*body));
         continue;
       }
-      frames_in_.fetch_add(h.is(frame_kind::data), std::memory_order_relaxed);
-      parcel p = co_await admit(h, std::move(*body));
+      std::optional<parcel> p = co_await admit(h, std::move(*body));
+      if (!p) co_return;  // the windows are closed: every rank is done, and so is this reader
       counted.set(0);  // held now, by the parcel
-      outboxes_[h.destination].push(std::move(p));
+      frames_in_.fetch_add(h.is(frame_kind::data), std::memory_order_relaxed);
+      outboxes_[h.destination].push(std::move(*p));
     }
   }
 

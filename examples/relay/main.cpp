@@ -49,6 +49,7 @@ struct options {
   bool thread_cache = true;
   std::size_t pool_bound = sluice::pool_options{}.bound;
   std::uint64_t seed = 1;
+  std::uint64_t slow_rate = 0;  // --slow-rank: rank 0's pace, payload bytes a second; 0: none
   double report_every = -1;  // seconds; -1: every 5 s with --duration, never without
   double timeout = -1;       // seconds; -1: 300, plus the duration
   bool selftest_bad_input = false;
@@ -73,6 +74,8 @@ constexpr const char* usage_text =
     "  --io-timeout=S         the hub's deadline for a hello, for a frame once it has begun,\n"
     "                         and for a write to make progress (default 10)\n"
     "  --seed=N               the traffic's seed (sizes and destinations)\n"
+    "  --slow-rank=RATE       rank 0 reads at most RATE payload bytes a second (suffix K, M\n"
+    "                         or G): a slow receiver that every sender also sends to\n"
     "  --report-every=S       print progress and resident memory every S seconds\n"
     "                         (default 5 with --duration)\n"
     "  --timeout=S            give up (exit 3) after S seconds (default 300 + duration)\n"
@@ -193,6 +196,8 @@ options parse(int argc, char** argv, std::size_t ceiling) {
       if (seconds < 0.001) usage_error("--io-timeout: at least 0.001 (a millisecond)");
       o.hub.io_timeout = std::chrono::ceil<std::chrono::milliseconds>(
           std::chrono::duration<double>(seconds));
+    } else if (name == "--slow-rank") {
+      o.slow_rate = parse_count(name, value, 1, std::uint64_t{1} << 40, true);
     } else if (name == "--seed") {
       o.seed = parse_count(name, value, 0, UINT64_MAX);
     } else if (name == "--report-every") {
@@ -302,6 +307,7 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
   ctx.ranks = o.ranks;
   ctx.sizes = o.sizes;
   ctx.seed = o.seed;
+  ctx.slow_rate = static_cast<double>(o.slow_rate);
   ctx.ceiling = h.ceiling();
   // The bad clients go once a tenth of the frames (at most 200) have arrived, so that they
   // meet traffic in full flow.
@@ -316,6 +322,7 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
                             : ("fixed " + std::to_string(o.sizes.fixed) + " B").c_str(),
               pool_name(o).c_str(), o.hub.budget,
               o.hostile ? "; with hostile clients (and a rank that never reads)" : "");
+  if (o.slow_rate > 0) std::printf("relay: rank 0 reads at most %.2f MiB/s\n", mib(o.slow_rate));
   if (o.duration > 0) {
     std::printf("relay: running for %.0f s\n", o.duration);
   } else {
@@ -457,11 +464,11 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
   }
   const hub_stats hs = h.stats();
   const std::vector<conn_error> errors = h.errors();
-  // The memory bound the README states: a destination's admitted bytes never pass its share of
-  // the budget, less one unit, plus the one frame admitted last.
-  const std::int64_t bound = std::max<std::int64_t>(hs.window_max - 1, 0) *
-                                 static_cast<std::int64_t>(admission_unit) +
-                             hs.largest_frame;
+  const sluice::gate_stats ws = h.windows();
+  // The memory bound the README states: a destination's admitted bytes never pass its window
+  // (its share of the budget in whole units), but for one frame larger than that, alone.
+  const std::int64_t bound =
+      std::max(hs.window_max * static_cast<std::int64_t>(admission_unit), hs.largest_frame);
 
   for (const conn_error& e : errors) {
     if (e.id >= 0 && e.id < o.ranks) fail(ok, "the hub failed rank %lld's connection\n", ll(e.id));
@@ -516,6 +523,10 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
               "%llu, soft %llu, hard %llu\n",
               ll(hs.window_max), mib(hs.share), ll(hs.min_window), ull(hs.admit_waits),
               ull(hs.ticks_ok), ull(hs.ticks_soft), ull(hs.ticks_hard));
+  std::printf("windows: %llu admitted, %llu of them after a wait; %llu refusals and waits ended "
+              "by the close; peak in flight %lld of %lld units (one window)\n",
+              ull(ws.admitted), ull(ws.admitted_after_wait), ull(ws.closed), ll(ws.peak_in_flight),
+              ll(hs.window_max));
   std::printf("hub: peak admitted %.2f MiB in all, %.2f MiB for one destination (bound %.2f MiB); "
               "peak reading %.2f MiB; peak footprint %.2f MiB (admitted, reading and kept by the "
               "pool, per tick), %llu trims; %llu frames from guests written; %llu frames for a "
@@ -546,6 +557,10 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
       fail(ok, "the pool answered %.1f%% of acquires, below --min-hit-rate=%.0f\n", hit_rate,
            o.min_hit_rate);
     }
+  }
+  if (ws.peak_in_flight > hs.window_max) {
+    fail(ok, "a window reached %lld units in flight, above its cap of %lld\n",
+         ll(ws.peak_in_flight), ll(hs.window_max));
   }
   if (hs.peak_destination > bound) {
     fail(ok, "a destination's admitted bytes reached %lld, above the bound of %lld\n",

@@ -144,6 +144,10 @@ void rank_node::receive_loop() {
   std::map<std::uint32_t, std::uint64_t> next_from_guest;  // the same for guests
   std::vector<std::byte> body;
   const auto fail = [&](const std::string& m) { ctx_.fail(id_, m); };
+  // --slow-rank: rank 0 keeps to its pace, payload bytes a second since its first read.
+  const double pace = id_ == 0 ? ctx_.slow_rate : 0;
+  std::optional<std::chrono::steady_clock::time_point> paced_from;
+  double paced_bytes = 0;
   try {
     for (;;) {
       std::array<std::byte, header_bytes> raw;
@@ -172,6 +176,13 @@ void rank_node::receive_loop() {
         fail("the hub closed in the middle of frame (source " + u64(h.source) + ", serial " +
              u64(h.serial) + ") after " + u64(r.done) + " of " + u64(h.length) + " bytes");
         break;
+      }
+      if (pace > 0) {  // a rate, not a condition: the hub sees a reader this slow
+        if (!paced_from) paced_from = std::chrono::steady_clock::now();
+        paced_bytes += static_cast<double>(h.length);
+        const std::chrono::duration<double> due(paced_bytes / pace);
+        std::this_thread::sleep_until(
+            *paced_from + std::chrono::duration_cast<std::chrono::steady_clock::duration>(due));
       }
       const std::uint32_t s = h.source;
       const std::string frame = "frame (source " + u64(s) + ", serial " + u64(h.serial) + ")";

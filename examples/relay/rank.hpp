@@ -26,6 +26,7 @@ struct run_context {
   std::uint64_t seed = 1;
   std::size_t ceiling = 0;  // the hub's: a receiver refuses a header announcing more
   std::optional<std::chrono::steady_clock::time_point> deadline;  // --duration
+  double slow_rate = 0;  // --slow-rank: rank 0's most payload bytes read a second; 0: no limit
 
   std::atomic<bool> failed{false};
   std::atomic<std::uint64_t> frames_received{0}, bytes_received{0};
