@@ -10,17 +10,20 @@
 //                  other's back, so every admission is a hand-off, and an iteration is two of
 //                  them, one each way (std::binary_semaphore: the classic two-semaphore ping-pong)
 // gate.serve:      a server's shape: every thread admits (waiting for room: admit(), or the
-//                  semaphore's acquire()), works for a while with the admission held (a spin
-//                  of about 100 ns or 1 us of CPU, the argument), and gives it back; the cap is
+//                  semaphore's acquire()), works for a while with the admission held (a loop of
+//                  256 or 2,560 steps, about 100 ns or 1 us of CPU here), and gives it back; the cap is
 //                  4, below the larger thread counts, so that threads wait for each other's
 //                  note_done. Thread counts from SLUICE_BENCH_SERVE_THREADS ("1,2,8,64" unless
-//                  set); ns per admission, all threads together.
+//                  set); ns per admission, all threads together (the wall clock from the
+//                  threads' start to the last one's end, divided by the admissions).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <semaphore>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "bench_main.hpp"
 #include "sluice/gate.hpp"
@@ -123,64 +126,80 @@ void semaphore_pingpong(benchmark::State& state) {
 
 constexpr std::int64_t serve_cap = 4;
 
-// CPU work of about `ns` nanoseconds: a loop of a fixed length, so that every gate does the same
-// work and a thread preempted in the middle of it is not counted as working. The loop's speed is
-// measured once, the fastest of five tries (a try that the scheduler interrupts only reads
-// slower), before any thread starts.
-double loops_per_ns() {
-  static const double speed = [] {
-    using clock = std::chrono::steady_clock;
-    constexpr long loops = 4'000'000;
-    double best = 0;
-    for (int t = 0; t < 5; ++t) {
-      const auto start = clock::now();
-      for (long i = 0; i < loops; ++i) benchmark::DoNotOptimize(i);
-      best = std::max(best, loops / std::chrono::duration<double, std::nano>(clock::now() - start).count());
-    }
-    return best;
-  }();
-  return speed;
+// CPU work: a loop of a fixed length, the same for every gate, whatever the clock speed; a
+// thread preempted in the middle of it is not counted as working. On the project's VM a loop
+// takes 0.37 to 0.39 ns, so 256 loops are about 100 ns and 2,560 about 1 us. (A length computed
+// from a timing at start-up moved by 2x between processes there.) One function, not inlined, so
+// that every gate runs the very same loop: inlined, each copy had its own alignment, and the
+// copies' speeds differed by up to 1.7x with one thread, where the gates' own calls differ by
+// tens of nanoseconds.
+[[gnu::noinline]] void work(long loops) {
+  for (long i = 0; i < loops; ++i) benchmark::DoNotOptimize(i);
 }
 
-void work_for(long ns) {
-  const long loops = static_cast<long>(static_cast<double>(ns) * loops_per_ns());
-  for (long i = 0; i < loops; ++i) benchmark::DoNotOptimize(i);
+// One iteration of gate.serve: `threads` threads of its own, started together, make `admissions`
+// admissions between them, each holding it for the work; its time is the wall clock's, from the
+// start until the last thread is done, and the counter ns_per_admission that time per admission.
+// (Google Benchmark's own threads time themselves, which with 64 threads on 2 cores read 8 ns
+// per admission of 100 ns of work.)
+template <class Admit, class Done>
+void serve_run(benchmark::State& state, Admit admit, Done done) {
+  using clock = std::chrono::steady_clock;
+  const long loops = state.range(0);
+  const auto threads = static_cast<int>(state.range(1));
+  constexpr long admissions = 1 << 14;
+  double seconds = 0;
+  for (auto _ : state) {
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (!go.load()) std::this_thread::yield();
+        for (long i = t; i < admissions; i += threads) {
+          admit();
+          work(loops);
+          done();
+        }
+      });
+    }
+    while (ready.load() != threads) std::this_thread::yield();
+    const clock::time_point start = clock::now();
+    go.store(true);
+    for (auto& w : workers) w.join();
+    const double took = std::chrono::duration<double>(clock::now() - start).count();
+    state.SetIterationTime(took);
+    seconds += took;
+  }
+  state.counters["ns_per_admission"] = seconds * 1e9 / static_cast<double>(state.iterations() * admissions);
 }
 
 template <class Gate>
 void serve(benchmark::State& state) {
   static Gate g{serve_cap};
-  const long ns = state.range(0);
-  for (auto _ : state) {
-    g.admit();
-    work_for(ns);
-    g.note_done();
-  }
+  serve_run(state, [] { g.admit(); }, [] { g.note_done(); });
 }
 
 std::counting_semaphore<serve_cap> serve_semaphore{serve_cap};
 
 void semaphore_serve(benchmark::State& state) {
-  const long ns = state.range(0);
-  for (auto _ : state) {
-    serve_semaphore.acquire();
-    work_for(ns);
-    serve_semaphore.release();
-  }
+  serve_run(state, [] { serve_semaphore.acquire(); }, [] { serve_semaphore.release(); });
 }
 
 // gate.serve at each work length and SLUICE_BENCH_SERVE_THREADS thread count.
 template <class Fn>
 void add_serve(const std::string& variant, Fn fn) {
   auto* b = benchmark::RegisterBenchmark(("gate.serve/" + variant).c_str(), fn);
-  b->ArgName("work_ns")->Arg(100)->Arg(1000);
-  for (const int n : sluice_bench::counts_from("SLUICE_BENCH_SERVE_THREADS", "1,2,8,64")) b->Threads(n);
-  b->UseRealTime();
+  b->ArgNames({"work_loops", "threads"});
+  for (const long loops : {256, 2560}) {
+    for (const int n : sluice_bench::counts_from("SLUICE_BENCH_SERVE_THREADS", "1,2,8,64")) b->Args({loops, n});
+  }
+  b->UseManualTime();
 }
 
 void register_all() {
   using sluice_bench::add;
-  loops_per_ns();  // measured while no benchmark runs
   add("gate.note_pair", "gate", note_pair<sluice::gate>);
   add("gate.note_pair", "mutex_gate", note_pair<sluice::mutex_gate>);
   add("gate.note_pair", "bare_atomic", bare_atomic_pair);
