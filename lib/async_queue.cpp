@@ -15,6 +15,14 @@ async_queues::~async_queues() {
   if (buckets_ != inline_) delete[] buckets_;
 }
 
+void async_queues::forget_all() noexcept {
+  if (buckets_ != inline_) delete[] buckets_;
+  buckets_ = inline_;
+  bits_ = inline_bits;
+  gates_ = 0;
+  for (async_waiter*& b : inline_) b = nullptr;
+}
+
 // Fibonacci hashing: the address times 2^64 / phi, top bits. The spot was chosen from the low
 // bits of the same address (lib/parking.cpp); these mix all of them.
 async_waiter** async_queues::bucket(const void* gate) const noexcept {

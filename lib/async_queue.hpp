@@ -31,6 +31,8 @@ class async_queues {
   bool remove(async_waiter& w) noexcept;
   // Whether no waiter is queued.
   bool empty() const noexcept { return gates_ == 0; }
+  // Drops every waiter, touching none (a forked child's, whose threads are gone).
+  void forget_all() noexcept;
   // Calls f(head) for each gate with waiters, in no order; f must not change the queues.
   template <class F>
   void for_each_head(F f) const {

@@ -158,13 +158,42 @@ detail::async_waiter* grant(detail::parking_spot& spot, const void* g, const det
   return begin_hand_over(spot, taken);
 }
 
+// A thread asleep in gate::wait_admit: a node of the spot's sleepers, on the thread's stack, with
+// a condition variable of its own, so that a wake-up can reach it alone. units: its weight.
+struct thread_sleeper : detail::async_waiter {
+  thread_sleeper(const void* g, std::int64_t n) noexcept {
+    gate = g;
+    units = n;
+  }
+  detail::condition_variable wake;
+  bool woken = false;  // taken out of the queue by a wake-up; under the spot's mutex
+};
+
+// Takes the node out of the spot's sleepers if it is still there (under the spot's mutex): when
+// asked (a wait that timed out), and when the wait ends by an exception.
+class sleeping_guard {
+ public:
+  sleeping_guard(detail::parking_spot& spot, thread_sleeper& me) noexcept : spot_(spot), me_(me) {}
+  ~sleeping_guard() { leave(); }
+  sleeping_guard(const sleeping_guard&) = delete;
+  sleeping_guard& operator=(const sleeping_guard&) = delete;
+  void leave() const noexcept {
+    if (!me_.queued) return;
+    spot_.sleepers.remove(me_);
+    me_.queued = false;
+  }
+
+ private:
+  detail::parking_spot& spot_;
+  thread_sleeper& me_;
+};
+
 // Under the spot's mutex: w leaves the queue unadmitted. The gate is alive (a queued wait needs
-// it), so it may be told; the spot's threads are woken when the last waiter of the gate left, as
-// the queue may have been all that turned them away. Answers whether it was the last.
+// it), so it may be told (and, when w was the last, wake the threads that the queue may have been
+// all that turned away). Answers whether it was the last.
 bool leave_unadmitted(detail::parking_spot& spot, detail::async_waiter& w) noexcept {
   const bool last = !unlink_waiter(spot, w);
   w.ops->left_unadmitted(w, last);
-  if (last) spot.wake.notify_all();
   return last;
 }
 
@@ -225,8 +254,9 @@ const std::error_category& gate_category() noexcept {
 //       that may make room clears the bit in the RMW that makes the room (W2) and, when it was
 //       set, takes the spot's mutex and wakes the spot (W3). The word's modification order puts
 //       W2 before W1 (then the waiter's try sees the room) or after it (then W2 reads the bit,
-//       and W3 can only get the mutex once the waiter sleeps, or has left). Every sleeper on the
-//       spot wakes, and one that must wait again sets the bit again.
+//       and W3 can only get the mutex once the waiter sleeps, or has left). W3 wakes the gate's
+//       own sleepers, as many as the room admits, after marking the word again for the ones it
+//       leaves asleep (async_access::wake_sleepers); a woken one that must wait again sets the bit again.
 //       Clearing the bit in W2 itself (not later, in W3) means that after W2 the call touches
 //       nothing of the gate, only the spot, which outlives every gate: the thread that W2 admits
 //       may destroy the gate at once, as with a semaphore that signals completion.
@@ -248,8 +278,10 @@ const std::error_category& gate_category() noexcept {
 // W3 against the waiter; the word needs nothing more for it.
 
 // The queue's access to a gate: the grant loop's admission (the cap alone: it serves the queue
-// that the mark holds room for), the queue mark, and the statistics of its waiters.
+// that the mark holds room for), the queue mark, the statistics of its waiters, and the wake-up
+// of its sleeping threads.
 struct gate::async_access {
+  static void wake_sleepers(detail::parking_spot& spot, const gate* g) noexcept;  // below
   // The grant loop's admission of n: within the cap, whatever the queue mark; before its last
   // try it marks the word (A1). A waiter admitted here waited (it was queued). It holds the
   // spot's mutex: a lost CAS tries again at once, without backing off.
@@ -268,15 +300,17 @@ struct gate::async_access {
     g.wait_ended(detail::wait_end::admitted, true);
     return true;
   }
-  // Under the spot's mutex. Returns the taken waiters; cleared tells whether the queue mark went
-  // (the spot's threads, which the mark turned away, must then be woken).
-  static detail::async_waiter* grant(detail::parking_spot& spot, const gate* g, bool& cleared) noexcept {
+  // Under the spot's mutex. Returns the taken waiters. When the queue mark goes, the threads it
+  // turned away are woken, as many as the room admits.
+  static detail::async_waiter* grant(detail::parking_spot& spot, const gate* g) noexcept {
     gate& mutable_g = *const_cast<gate*>(g);
     bool found = false, left = false;
     detail::async_waiter* taken =
         sluice::grant(spot, g, &ops, [&](std::int64_t n) { return take(mutable_g, n); }, found, left);
-    cleared = found && !left;  // no waiter of g met: g may be gone, touch nothing of it
-    if (cleared) clear_queue_mark(mutable_g);
+    if (found && !left) {  // no waiter of g met: g may be gone, touch nothing of it
+      clear_queue_mark(mutable_g);
+      wake_sleepers(spot, g);
+    }
     return taken;
   }
 
@@ -295,7 +329,10 @@ struct gate::async_access {
                  : w.timed_out ? detail::wait_end::timed_out
                                : detail::wait_end::cancelled,
                  true);
-    if (last) clear_queue_mark(g);
+    if (last) {
+      clear_queue_mark(g);
+      wake_sleepers(detail::parking_for(&g), &g);  // the spot's mutex is held: w was queued there
+    }
   }
   static void serve(const void* g) noexcept { wake(static_cast<const gate*>(g)); }
   // Relaxed: under the spot's mutex, which close takes after its CAS; a close not seen yet comes
@@ -360,11 +397,13 @@ void gate::raise_peak(std::int64_t count) const noexcept {
 // A call whose CAS lost to another call's waits before it reads the word again, so that the
 // winner runs on with the word's cache line in its core: two threads that take turns at every
 // call pass the line between their cores at every step, each a cache miss, while one that stands
-// aside for a microsecond or two lets the other make a hundred calls that hit (docs/gate.md,
+// aside for a few microseconds lets the other make a hundred calls that hit (docs/gate.md,
 // CONTENTION). The wait is per thread and spans its calls: a thread that loses again within
-// 10 us of its last wait's end waits twice as long, from 1-2 us up to 8-16 us, jittered so that
-// the losers do not come back together; one that has not lost for longer starts again at the
-// shortest. A loss means that another call made progress: the gate stays lock-free.
+// 10 us of its last wait's end waits twice as long, from 128-256 ns (about a call's time: a
+// collision now and then, between threads that do work between their calls, costs little) up
+// to 16-32 us, jittered so that the losers do not come back together; one that has not lost for
+// longer starts again at the shortest. A loss means that another call made progress: the gate
+// stays lock-free.
 namespace {
 struct backoff {
   std::chrono::steady_clock::time_point last_end{};
@@ -378,8 +417,8 @@ std::uint64_t back_off(const detail::atomic<std::uint64_t>& word) noexcept {
     using clock = std::chrono::steady_clock;
     const clock::time_point now = clock::now();
     backoff& b = tls_backoff;
-    b.level = now - b.last_end < std::chrono::microseconds(10) ? std::min(b.level + 1, 3) : 0;
-    const std::chrono::nanoseconds base{1000 << b.level};
+    b.level = now - b.last_end < std::chrono::microseconds(10) ? std::min(b.level + 1, 7) : 0;
+    const std::chrono::nanoseconds base{128 << b.level};
     // The jitter, in [0, base): the clock's nanoseconds, mixed (Fibonacci hashing), as ten bits.
     const auto mixed = static_cast<std::uint64_t>(now.time_since_epoch().count()) * 0x9e3779b97f4a7c15u;
     b.last_end = now + base + base * static_cast<long>(mixed >> 54) / 1024;
@@ -465,12 +504,24 @@ bool gate::wait_admit(std::int64_t n, std::chrono::steady_clock::time_point dead
   detail::parking_spot& spot = detail::parking_for(this);
   std::unique_lock lock(spot.mutex);
   locked = true;
+  thread_sleeper me(this, n);
+  const sleeping_guard guard(spot, me);  // an exception leaves no node of this stack queued
   for (;;) {
     word_.fetch_or(waiting_bit, std::memory_order_relaxed);  // (W1)
     if (attempt()) return true;
-    if (deadline == std::chrono::steady_clock::time_point::max()) {
-      spot.wake.wait(lock);
-    } else if (spot.wake.wait_until(lock, deadline) == std::cv_status::timeout) {
+    me.woken = false;
+    spot.sleepers.push(me);
+    me.queued = true;
+    bool timed_out = false;
+    while (!me.woken && !timed_out) {  // a wake-up takes it out of the queue, then sets woken
+      if (deadline == std::chrono::steady_clock::time_point::max()) {
+        me.wake.wait(lock);
+      } else {
+        timed_out = me.wake.wait_until(lock, deadline) == std::cv_status::timeout;
+      }
+    }
+    if (!me.woken) {
+      guard.leave();
       return attempt();
     }
   }
@@ -486,15 +537,47 @@ void gate::wake(const gate* g) noexcept {
   detail::async_waiter* closed = nullptr;
   {
     std::lock_guard lock(spot.mutex);
-    bool cleared = false;
     if (!spot.queues.empty()) {
       closed = take_if_closed(spot, g, &async_access::ops);
-      if (closed == nullptr) taken = async_access::grant(spot, g, cleared);
+      if (closed == nullptr) taken = async_access::grant(spot, g);
     }
+    async_access::wake_sleepers(spot, g);
   }
-  spot.wake.notify_all();
   hand_over(spot, closed, false);
   hand_over(spot, taken, true);
+}
+
+// Under the spot's mutex: wakes g's sleeping threads, oldest first, as many as the room admits
+// (a thread whose weight does not fit is passed over, as threads are not queued: docs/gate.md,
+// WEIGHTS), or, the gate closed, all of them; none while async waiters of g are queued, which go
+// first. A woken thread is out of the queue and tries again; one that finds no room (another
+// thread took it) sleeps again, marking the word again first. It touches g only when a thread of
+// it sleeps here, which keeps g alive.
+//
+// The room is read in a fetch_or that marks the word again for the threads left asleep (W1 on
+// their behalf, relaxed as W1): the call whose W2 cleared the mark and brought it here may have
+// woken only some of them, and a later call that makes room must come back. A call whose room
+// came before this RMW in the word's order is counted in it; one after it reads the mark (W3).
+// A thread woken and not yet running is not subtracted, so a later wake-up may wake one more
+// than its room: bounded, and harmless.
+void gate::async_access::wake_sleepers(detail::parking_spot& spot, const gate* g) noexcept {
+  detail::async_waiter* s = spot.sleepers.head(g);
+  if (s == nullptr) return;
+  const std::uint64_t word = const_cast<gate*>(g)->word_.fetch_or(waiting_bit, std::memory_order_relaxed);
+  if ((word & queue_bit) != 0 && !closed_word(word)) return;  // the async waiters' turn
+  std::int64_t room = closed_word(word) ? gate_limit : std::max<std::int64_t>(cap_of(word) - count_of(word), 0);
+  while (s != nullptr && room > 0) {
+    detail::async_waiter* const next = s->next;
+    if (closed_word(word) || s->units <= room) {
+      room -= closed_word(word) ? 0 : s->units;
+      thread_sleeper& t = static_cast<thread_sleeper&>(*s);
+      spot.sleepers.remove(t);
+      t.queued = false;
+      t.woken = true;
+      t.wake.notify_one();  // under the mutex: the thread may leave, and its node go, once it is let go
+    }
+    s = next;
+  }
 }
 
 bool gate::has_capacity() const noexcept {
@@ -794,7 +877,6 @@ namespace detail {
 void async_wait(gate& g, async_waiter& w) noexcept {
   parking_spot& spot = parking_for(&g);
   async_waiter* taken = nullptr;
-  bool cleared = false;
   bool closed = false;
   {
     std::lock_guard lock(spot.mutex);
@@ -809,14 +891,13 @@ void async_wait(gate& g, async_waiter& w) noexcept {
       leave_unadmitted(spot, w);
       begin_hand_over(spot, &w);
     } else {
-      taken = gate::async_access::grant(spot, &g, cleared);
+      taken = gate::async_access::grant(spot, &g);
     }
   }
   if (closed) {
     hand_over(spot, &w, false);
     return;
   }
-  if (cleared) spot.wake.notify_all();  // threads the mark turned away meanwhile
   hand_over(spot, taken, true);
 }
 

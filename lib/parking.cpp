@@ -13,8 +13,8 @@ namespace sluice::detail {
 namespace {
 
 // The table, held across fork() like the pools' mutexes, so that a forked child never finds a
-// spot locked by a thread it does not have; the child also starts each spot's condition
-// variable afresh, since the waiters it may record are the parent's other threads. With every
+// spot locked by a thread it does not have; the child also forgets each spot's sleeping
+// threads, which are the parent's other threads (the forking thread is not asleep). With every
 // spot held, no waiter can leave a queue, and the fork waits for the hand-overs already under
 // way (docs/asio.md, Fork): a child finds each async waiter queued or handed over, never between.
 // It joins the fork registry first, so that no pool is held while it waits: a hand-over may
@@ -39,7 +39,7 @@ class parking_lot final : public fork_aware {
   }
   void unlock_in_child() noexcept override {
     for (auto& s : spots_) {
-      new (&s.wake) detail::condition_variable;  // the old one may count vanished waiters
+      s.sleepers.forget_all();
       s.mutex.unlock();
     }
   }

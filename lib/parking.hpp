@@ -1,8 +1,8 @@
-// Where threads that wait for a gate sleep: a fixed table of parking spots, each a mutex and a
-// condition variable, shared by every gate whose address hashes to it (the parking lot of
-// WebKit's WTF and of Rust's parking_lot, in its simplest form). A gate stays one atomic word;
-// only a thread that must wait touches a spot, and a gate that wakes its waiters wakes every
-// thread parked on the spot, which then checks its own gate again. Spots are never freed.
+// Where threads and async waits that wait for a gate are kept: a fixed table of parking spots,
+// each a mutex and queues of waiters, shared by every gate whose address hashes to it (the
+// parking lot of WebKit's WTF and of Rust's parking_lot). A gate's state stays one atomic word;
+// only a call that must wait touches a spot, and a gate that wakes its waiters finds its own in
+// the spot's queues, by its address, never another gate's. Spots are never freed.
 #pragma once
 
 #include <thread>
@@ -14,10 +14,13 @@ namespace sluice::detail {
 
 struct parking_spot {
   detail::mutex mutex;
-  detail::condition_variable wake;
   // The asynchronous waiters of the gates on this spot, a queue per gate (docs/asio.md); guarded
   // by mutex.
   async_queues queues;
+  // The threads asleep in a gate's wait, a queue per gate, each with a condition variable of its
+  // own (lib/gate.cpp, thread_sleeper), so that a wake-up reaches as many as the room admits,
+  // not every thread of the spot; guarded by mutex.
+  async_queues sleepers;
   // Hand-overs in progress: waiters taken out of the queues (under mutex) whose hand_over has not
   // returned yet. A fork waits, holding every spot's mutex, until each spot's count is zero, so
   // that a child never inherits a waiter that is in neither a queue nor its context's hands

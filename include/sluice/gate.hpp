@@ -271,7 +271,7 @@ class gate : public detail::waiting_forms<gate> {
   bool refused(std::uint64_t word) noexcept;  // a try's refusal, counted (closed or not): false
   void count(detail::tally k) noexcept;       // a tally that this thread's array does not reach
   void raise_peak(std::int64_t count) const noexcept;
-  // Touches only g's parking spot, never *g, unless an async waiter of g is queued there.
+  // Touches only g's parking spot, never *g, unless an async waiter or a thread of g waits there.
   static void wake(const gate* g) noexcept;
   friend void detail::async_wait(gate&, detail::async_waiter&) noexcept;
   struct async_access;  // lib/gate.cpp's grant loop

@@ -174,6 +174,39 @@ struct close_wake : rl::test_suite<close_wake, 2> {
 
 }  // namespace
 
+// (W) with two threads asleep: a wake-up wakes as many as the room admits and marks the word
+// again for the one left asleep, so that the next call that makes room wakes it. Cap 2, both
+// units held; thread 0 waits for `first`, thread 1 for 1, thread 2 gives the two units back one
+// call at a time, and each waiter, once admitted, gives its admission back. Without the second
+// mark the thread left asleep sleeps for good (Relacy reports a deadlock); with weights (first
+// = 2) a wake-up passes over a thread whose weight does not fit and wakes the one behind it.
+template <std::int64_t first>
+struct two_sleepers : rl::test_suite<two_sleepers<first>, 3> {
+  std::optional<sluice::gate> gate;
+
+  void before() {
+    spot.emplace();
+    gate.emplace(2);
+    gate->note_submitted(2);
+  }
+  void thread(unsigned index) {
+    if (index == 2) {
+      gate->note_done();
+      gate->note_done();
+      return;
+    }
+    const std::int64_t n = index == 0 ? first : 1;
+    gate->admit(n);
+    RL_ASSERT(gate->in_flight() <= 2);
+    gate->note_done(n);
+  }
+  void after() {
+    RL_ASSERT(gate->in_flight() == 0);
+    gate.reset();
+    spot.reset();
+  }
+};
+
 TEST_CASE("gate: close wakes a waiting admit, which throws gate_closed having seen what the closer wrote (C)") {
   expect_passes("gate close wake, every schedule of <= 2 preemptions", explore<close_wake>(every_schedule(2)));
   expect_passes("gate close wake, random schedules", explore<close_wake>(random_schedules(100'000)));
@@ -210,6 +243,12 @@ TEST_CASE("gate: a waiting admit is woken by note_done and by a raised cap (W)")
   expect_passes("gate wake by note_done, every schedule of <= 3 preemptions", explore<wake<false>>(every_schedule(3)));
   expect_passes("gate wake by set_cap, every schedule of <= 3 preemptions", explore<wake<true>>(every_schedule(3)));
   expect_passes("gate wake by note_done, random schedules", explore<wake<false>>(random_schedules(100'000)));
+}
+
+TEST_CASE("gate: two threads asleep, woken as the room admits, neither left asleep (W)") {
+  expect_passes("gate two sleepers, every schedule of <= 1 preemption", explore<two_sleepers<1>>(every_schedule(1)));
+  expect_passes("gate two sleepers, random schedules", explore<two_sleepers<1>>(random_schedules(200'000)));
+  expect_passes("gate two sleepers weighted, random schedules", explore<two_sleepers<2>>(random_schedules(200'000)));
 }
 
 TEST_CASE("gate: each ordering that gate.cpp names, weakened, is reported") {
