@@ -6,6 +6,10 @@
 //
 //   waiters.wake_beside/M        note_done() on gate d waking a thread parked in d.admit(), while
 //                                another gate on d's spot has M async waits queued
+//   waiters.wake_beside_threads/T
+//                                the same, while T threads sleep in admit() on another gate of
+//                                d's spot; timed until the woken thread is admitted, as a
+//                                wake-up that woke T more threads than it admits costs there
 //   waiters.cancel_beside/M      cancelling gate c's only wait, with M waits of another gate on
 //                                c's spot
 //   waiters.many_gates/G/W       G gates, W waits each: queueing them all, then admitting them all
@@ -70,14 +74,10 @@ void queue_waits(sluice::gate& a, asio::io_context& io, long m) {
   }
 }
 
-void wake_beside(benchmark::State& state) {
-  const long m = state.range(0);
-  sluice::gate a{1};
-  (void)a.try_admit();
-  std::vector<std::unique_ptr<sluice::gate>> keep;
-  sluice::gate& d = neighbour_of(a, keep);
-  auto io = std::make_unique<asio::io_context>();
-  queue_waits(a, *io, m);
+// The round of wake_beside and wake_beside_threads on gate d, whose one unit this thread holds:
+// a sleeper parks in d.admit(), and `timed` times this thread's note_done, or until the sleeper
+// is admitted.
+void wake_rounds(benchmark::State& state, sluice::gate& d, bool until_admitted) {
   (void)d.try_admit();  // held here between rounds
   // The sleeper's round: told to go, it parks in admit() (this thread waits until the kernel
   // reports it asleep); once admitted it counts the round and, told to, gives its admission
@@ -102,7 +102,10 @@ void wake_beside(benchmark::State& state) {
     for (auto _ : state) {
       go.store(++round);
       while (tid.load() == 0 || !sluice_test::asleep(tid.load())) std::this_thread::yield();  // parked in admit(): a note_done must wake it
-      timed.time([&] { d.note_done(); });
+      timed.time([&] {
+        d.note_done();
+        while (until_admitted && rounds.load() < round) std::this_thread::yield();
+      });
       while (rounds.load() < round) std::this_thread::yield();
       back.store(round);
       d.admit();  // the admission back, for the next round
@@ -110,7 +113,43 @@ void wake_beside(benchmark::State& state) {
   }
   go.store(-1);
   sleeper.join();
+}
+
+void wake_beside(benchmark::State& state) {
+  const long m = state.range(0);
+  sluice::gate a{1};
+  (void)a.try_admit();
+  std::vector<std::unique_ptr<sluice::gate>> keep;
+  sluice::gate& d = neighbour_of(a, keep);
+  auto io = std::make_unique<asio::io_context>();
+  queue_waits(a, *io, m);
+  wake_rounds(state, d, false);
   io.reset();  // withdraws a's waits
+}
+
+void wake_beside_threads(benchmark::State& state) {
+  const long count = state.range(0);
+  sluice::gate a{1};
+  (void)a.try_admit();
+  std::vector<std::unique_ptr<sluice::gate>> keep;
+  sluice::gate& d = neighbour_of(a, keep);
+  std::vector<std::thread> others;
+  std::vector<std::atomic<long>> tids(static_cast<std::size_t>(count));
+  for (auto& tid : tids) {
+    others.emplace_back([&a, &tid] {
+      tid.store(sluice_test::this_tid());
+      try {
+        a.admit();
+      } catch (const sluice::gate_closed&) {  // the benchmark ended
+      }
+    });
+  }
+  for (auto& tid : tids) {
+    while (tid.load() == 0 || !sluice_test::asleep(tid.load())) std::this_thread::yield();
+  }
+  wake_rounds(state, d, true);
+  a.close();
+  for (auto& t : others) t.join();
 }
 
 void cancel_beside(benchmark::State& state) {
@@ -220,6 +259,8 @@ BENCHMARK_TEMPLATE(close_threads, sluice::gate)->Name("waiters.close_threads/gat
 BENCHMARK_TEMPLATE(close_threads, sluice::mutex_gate)->Name("waiters.close_threads/mutex_gate")->Arg(1'000)->Arg(10'000)
     ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(wake_beside)->Name("waiters.wake_beside")->Arg(0)->Arg(100'000)->Arg(1'000'000)
+    ->UseManualTime()->Iterations(50)->Unit(benchmark::kMicrosecond);
+BENCHMARK(wake_beside_threads)->Name("waiters.wake_beside_threads")->Arg(0)->Arg(100)->Arg(1'000)
     ->UseManualTime()->Iterations(50)->Unit(benchmark::kMicrosecond);
 BENCHMARK(cancel_beside)->Name("waiters.cancel_beside")->Arg(0)->Arg(100'000)->Arg(1'000'000)
     ->UseManualTime()->Iterations(50)->Unit(benchmark::kMicrosecond);
