@@ -271,8 +271,8 @@ const std::error_category& gate_category() noexcept {
 //   (A) async waiters (docs/asio.md): the grant loop, under the spot's mutex, plays the waiter's
 //       part: it sets the bit with an RMW (A1) before its last try for the head waiter, so W2
 //       either comes before A1 (the try sees the room) or reads the bit (W3 runs the loop again
-//       once this one lets the mutex go). W3 touches the gate only when an async waiter of it is
-//       queued, which the gate must outlive.
+//       once this one lets the mutex go). W3 touches the gate only when an async waiter or a
+//       sleeping thread of it is queued on the spot, which the gate must outlive.
 // Everything else is relaxed: the word carries no data besides itself, and each RMW reads the
 // latest value in the word's modification order whatever its ordering. The spot's mutex orders
 // W3 against the waiter; the word needs nothing more for it.
@@ -300,17 +300,15 @@ struct gate::async_access {
     g.wait_ended(detail::wait_end::admitted, true);
     return true;
   }
-  // Under the spot's mutex. Returns the taken waiters. When the queue mark goes, the threads it
-  // turned away are woken, as many as the room admits.
+  // Under the spot's mutex. Returns the taken waiters. Once no async waiter of g is left, the
+  // threads of g that the queue mark turned away are woken, as many as the room admits.
   static detail::async_waiter* grant(detail::parking_spot& spot, const gate* g) noexcept {
     gate& mutable_g = *const_cast<gate*>(g);
     bool found = false, left = false;
     detail::async_waiter* taken =
         sluice::grant(spot, g, &ops, [&](std::int64_t n) { return take(mutable_g, n); }, found, left);
-    if (found && !left) {  // no waiter of g met: g may be gone, touch nothing of it
-      clear_queue_mark(mutable_g);
-      wake_sleepers(spot, g);
-    }
+    if (found && !left) clear_queue_mark(mutable_g);  // no waiter of g met: g may be gone, touch nothing of it
+    if (!left) wake_sleepers(spot, g);                 // touches g only if a thread of g sleeps here
     return taken;
   }
 
@@ -537,17 +535,19 @@ void gate::wake(const gate* g) noexcept {
   detail::async_waiter* closed = nullptr;
   {
     std::lock_guard lock(spot.mutex);
-    if (!spot.queues.empty()) {
-      closed = take_if_closed(spot, g, &async_access::ops);
-      if (closed == nullptr) taken = async_access::grant(spot, g);
+    if (!spot.queues.empty()) closed = take_if_closed(spot, g, &async_access::ops);
+    if (closed == nullptr && !spot.queues.empty()) {
+      taken = async_access::grant(spot, g);  // which wakes the threads once no async waiter is left
+    } else {
+      async_access::wake_sleepers(spot, g);
     }
-    async_access::wake_sleepers(spot, g);
   }
   hand_over(spot, closed, false);
   hand_over(spot, taken, true);
 }
 
-// Under the spot's mutex: wakes g's sleeping threads, oldest first, as many as the room admits
+// Under the spot's mutex: wakes g's sleeping threads, in the order they went to sleep (a woken
+// thread that sleeps again goes to the back), as many as the room admits
 // (a thread whose weight does not fit is passed over, as threads are not queued: docs/gate.md,
 // WEIGHTS), or, the gate closed, all of them; none while async waiters of g are queued, which go
 // first. A woken thread is out of the queue and tries again; one that finds no room (another
@@ -558,8 +558,8 @@ void gate::wake(const gate* g) noexcept {
 // their behalf, relaxed as W1): the call whose W2 cleared the mark and brought it here may have
 // woken only some of them, and a later call that makes room must come back. A call whose room
 // came before this RMW in the word's order is counted in it; one after it reads the mark (W3).
-// A thread woken and not yet running is not subtracted, so a later wake-up may wake one more
-// than its room: bounded, and harmless.
+// A thread woken and not yet running is not subtracted, so a later wake-up may wake more than
+// its room (as many more as such threads): each finds no room and sleeps again, harmless.
 void gate::async_access::wake_sleepers(detail::parking_spot& spot, const gate* g) noexcept {
   detail::async_waiter* s = spot.sleepers.head(g);
   if (s == nullptr) return;

@@ -2,7 +2,9 @@
 // each a mutex and queues of waiters, shared by every gate whose address hashes to it (the
 // parking lot of WebKit's WTF and of Rust's parking_lot). A gate's state stays one atomic word;
 // only a call that must wait touches a spot, and a gate that wakes its waiters finds its own in
-// the spot's queues, by its address, never another gate's. Spots are never freed.
+// the spot's queues, by its address, never another live gate's (a late wake-up of a gate
+// destroyed may find a new gate made at its address, and wake its waiters for nothing). Spots
+// are never freed.
 #pragma once
 
 #include <thread>

@@ -481,7 +481,8 @@ template <bool Queue>
 }
 
 // After its CAS (W2: it clears the waiting mark) it touches nothing of the gate, only the parking
-// spot when the mark was set (W3): the thread that it admits may destroy the gate at once.
+// spot when the mark was set (W3), and the gate through it only while another thread or an async
+// waiter of the gate is queued there: the thread that it admits may destroy the gate at once.
 [[gnu::always_inline]] inline bool gate::leave_try(std::int64_t n, std::uint64_t& word) noexcept {
   using namespace detail::gate_word;
   if (count_of(word) == 0) return true;  // the floor: at zero it stays zero
