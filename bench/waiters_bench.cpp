@@ -59,13 +59,22 @@ class samples {
   std::vector<double> us_;
 };
 
-// A gate that shares g's parking spot (there are 64), kept alive in `keep`.
-sluice::gate& neighbour_of(const sluice::gate& g, std::vector<std::unique_ptr<sluice::gate>>& keep) {
-  do {
-    keep.push_back(std::make_unique<sluice::gate>(1));
-  } while (&sluice::detail::parking_for(keep.back().get()) != &sluice::detail::parking_for(&g));
-  return *keep.back();
-}
+// A full gate a (cap 1, its unit held) and a gate d that shares its parking spot (there are 64),
+// kept alive in `keep`: where the other gate's waiters go, and the gate the benchmark times.
+struct beside {
+  sluice::gate a{1};
+  std::vector<std::unique_ptr<sluice::gate>> keep;
+  sluice::gate& d;
+  beside() : d(neighbour()) { (void)a.try_admit(); }
+
+ private:
+  sluice::gate& neighbour() {
+    do {
+      keep.push_back(std::make_unique<sluice::gate>(1));
+    } while (&sluice::detail::parking_for(keep.back().get()) != &sluice::detail::parking_for(&a));
+    return *keep.back();
+  }
+};
 
 // M waits on a full gate `a`, queued on an io_context that is never run.
 void queue_waits(sluice::gate& a, asio::io_context& io, long m) {
@@ -117,22 +126,17 @@ void wake_rounds(benchmark::State& state, sluice::gate& d, bool until_admitted) 
 
 void wake_beside(benchmark::State& state) {
   const long m = state.range(0);
-  sluice::gate a{1};
-  (void)a.try_admit();
-  std::vector<std::unique_ptr<sluice::gate>> keep;
-  sluice::gate& d = neighbour_of(a, keep);
+  beside spot;
   auto io = std::make_unique<asio::io_context>();
-  queue_waits(a, *io, m);
-  wake_rounds(state, d, false);
+  queue_waits(spot.a, *io, m);
+  wake_rounds(state, spot.d, false);
   io.reset();  // withdraws a's waits
 }
 
 void wake_beside_threads(benchmark::State& state) {
   const long count = state.range(0);
-  sluice::gate a{1};
-  (void)a.try_admit();
-  std::vector<std::unique_ptr<sluice::gate>> keep;
-  sluice::gate& d = neighbour_of(a, keep);
+  beside spot;
+  sluice::gate& a = spot.a;
   std::vector<std::thread> others;
   std::vector<std::atomic<long>> tids(static_cast<std::size_t>(count));
   for (auto& tid : tids) {
@@ -147,20 +151,18 @@ void wake_beside_threads(benchmark::State& state) {
   for (auto& tid : tids) {
     while (tid.load() == 0 || !sluice_test::asleep(tid.load())) std::this_thread::yield();
   }
-  wake_rounds(state, d, true);
+  wake_rounds(state, spot.d, true);
   a.close();
   for (auto& t : others) t.join();
 }
 
 void cancel_beside(benchmark::State& state) {
   const long m = state.range(0);
-  sluice::gate a{1};
-  (void)a.try_admit();
-  std::vector<std::unique_ptr<sluice::gate>> keep;
-  sluice::gate& c = neighbour_of(a, keep);
+  beside spot;
+  sluice::gate& c = spot.d;
   (void)c.try_admit();
   auto io = std::make_unique<asio::io_context>();
-  queue_waits(a, *io, m);
+  queue_waits(spot.a, *io, m);
   {
     samples timed(state);
     for (auto _ : state) {

@@ -167,6 +167,12 @@ struct thread_sleeper : detail::async_waiter {
   }
   detail::condition_variable wake;
   bool woken = false;  // taken out of the queue by a wake-up; under the spot's mutex
+  // Out of the spot's sleepers, if still there; under the spot's mutex.
+  void take_out(detail::parking_spot& spot) noexcept {
+    if (!queued) return;
+    spot.sleepers.remove(*this);
+    queued = false;
+  }
 };
 
 // Takes the node out of the spot's sleepers if it is still there (under the spot's mutex): when
@@ -177,11 +183,7 @@ class sleeping_guard {
   ~sleeping_guard() { leave(); }
   sleeping_guard(const sleeping_guard&) = delete;
   sleeping_guard& operator=(const sleeping_guard&) = delete;
-  void leave() const noexcept {
-    if (!me_.queued) return;
-    spot_.sleepers.remove(me_);
-    me_.queued = false;
-  }
+  void leave() const noexcept { me_.take_out(spot_); }
 
  private:
   detail::parking_spot& spot_;
@@ -564,15 +566,15 @@ void gate::async_access::wake_sleepers(detail::parking_spot& spot, const gate* g
   detail::async_waiter* s = spot.sleepers.head(g);
   if (s == nullptr) return;
   const std::uint64_t word = const_cast<gate*>(g)->word_.fetch_or(waiting_bit, std::memory_order_relaxed);
-  if ((word & queue_bit) != 0 && !closed_word(word)) return;  // the async waiters' turn
-  std::int64_t room = closed_word(word) ? gate_limit : std::max<std::int64_t>(cap_of(word) - count_of(word), 0);
+  const bool closed = closed_word(word);
+  if ((word & queue_bit) != 0 && !closed) return;  // the async waiters' turn
+  std::int64_t room = closed ? gate_limit : std::max<std::int64_t>(cap_of(word) - count_of(word), 0);
   while (s != nullptr && room > 0) {
     detail::async_waiter* const next = s->next;
-    if (closed_word(word) || s->units <= room) {
-      room -= closed_word(word) ? 0 : s->units;
+    if (closed || s->units <= room) {
+      if (!closed) room -= s->units;
       thread_sleeper& t = static_cast<thread_sleeper&>(*s);
-      spot.sleepers.remove(t);
-      t.queued = false;
+      t.take_out(spot);
       t.woken = true;
       t.wake.notify_one();  // under the mutex: the thread may leave, and its node go, once it is let go
     }
