@@ -5,6 +5,8 @@
 // gate.admit_pair: try_admit + note_done        (the semaphore's shape)
 // gate.weighted_pair: try_admit(n) + note_done(n), n = 3 read at run time, beside the unit pair
 //                  and the semaphore's (which has no weighted try)
+// gate.limited_pair: lim.try_admit() + release(done) through a limiter, beside permit{g}
+//                  (what sampling costs a permit)
 // gate.pingpong:   two threads, two gates of cap one, each held by the other thread: a thread
 //                  admits on its gate (waiting for the other's note_done there) and gives the
 //                  other's back, so every admission is a hand-off, and an iteration is two of
@@ -27,6 +29,7 @@
 
 #include "bench_main.hpp"
 #include "sluice/gate.hpp"
+#include "sluice/limit.hpp"
 
 namespace {
 
@@ -66,6 +69,35 @@ void weighted_pair(benchmark::State& state) {
     const bool got = g.try_admit(n);
     benchmark::DoNotOptimize(got);
     if (got) g.note_done(n);
+  }
+}
+
+// gate.limited_pair: a timed permit through a limiter (Gradient2, bounds that keep the cap roomy)
+// taken and released done, beside the plain permit pair: what sampling adds, the clock read at
+// admission and at release and the sample applied (or skipped while another thread applies one).
+template <class Gate>
+sluice::limiter<Gate>& shared_limiter() {
+  static sluice::limiter<Gate> lim{shared_gate<Gate>(), sluice::gradient2_limit{{.min_limit = roomy_cap, .max_limit = roomy_cap}},
+                                   {.min = roomy_cap, .max = roomy_cap}};
+  return lim;
+}
+
+template <class Gate>
+void limited_pair(benchmark::State& state) {
+  sluice::limiter<Gate>& lim = shared_limiter<Gate>();
+  for (auto _ : state) {
+    auto p = lim.try_admit();
+    benchmark::DoNotOptimize(p);
+    p.release(sluice::outcome::done);
+  }
+}
+
+template <class Gate>
+void permit_pair(benchmark::State& state) {
+  Gate& g = shared_gate<Gate>();
+  for (auto _ : state) {
+    sluice::permit<Gate> p{g};
+    benchmark::DoNotOptimize(p);
   }
 }
 
@@ -210,6 +242,9 @@ void register_all() {
   add("gate.weighted_pair", "mutex_gate", weighted_pair<sluice::mutex_gate>);
   add("gate.weighted_pair", "gate_unit", admit_pair<sluice::gate>);
   add("gate.weighted_pair", "counting_semaphore", semaphore_pair);
+  add("gate.limited_pair", "gate", limited_pair<sluice::gate>);
+  add("gate.limited_pair", "gate_permit", permit_pair<sluice::gate>);
+  add("gate.limited_pair", "mutex_gate", limited_pair<sluice::mutex_gate>);
   const sluice_bench::which_counts two{.min_threads = 2, .max_threads = 2};
   add("gate.pingpong", "gate", pingpong<sluice::gate>, two);
   add("gate.pingpong", "mutex_gate", pingpong<sluice::mutex_gate>, two);

@@ -3,6 +3,7 @@
 
 #include "sluice/buffer.hpp"
 #include "sluice/gate.hpp"
+#include "sluice/limit.hpp"
 #include "sluice/pool.hpp"
 // pool_resource only where the standard library has <memory_resource> (not libc++ before 16).
 #if __has_include(<memory_resource>)

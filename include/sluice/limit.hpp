@@ -1,0 +1,286 @@
+// sluice/limit.hpp: a gate's cap found from the latency of its admissions.
+//
+// A limiter owns a gate's cap. Admissions through it (try_admit, admit, try_admit_for) answer a
+// timed_permit, which records when it was admitted and how many were in flight then; its release
+// says how the work ended (done, dropped, ignored) and hands the limiter a sample: the time from
+// admission to release, that in-flight count, and whether it was dropped. The limiter's algorithm
+// turns samples into a latency limit; the gate's cap is the smaller of that limit and the memory-
+// pressure cap that adjust() moves, within [min, max] (docs/limit.md).
+//
+//   limiter(g, algorithm, bounds)  sets g's cap to the algorithm's initial limit, clamped
+//   try_admit(n), admit(n), try_admit_for(n, d)   the gate's, answering a timed_permit
+//   sample(rtt, in_flight, outcome)  a sample timed by the caller (async admissions)
+//   adjust(p)        the pressure cap: ok +1 up to max, soft and hard -1 down to min
+//   limit(), pressure_cap(), cap(), stats()   the latency limit, the pressure cap, the cap set
+//
+// The algorithms, each as its source publishes it, with its defaults: aimd_limit (additive
+// increase, multiplicative decrease on a drop or a timeout), vegas_limit (the queue estimated
+// from the lowest RTT seen), gradient2_limit (a short against a long average RTT). Each is a
+// plain value with update(sample) that a test can drive by hand.
+//
+// Sampling takes no lock: an admission reads the clock and the gate's count, a release reads the
+// clock and applies its sample only if no other thread is changing the limits (one exchange on
+// the limiter's turn): a sample that finds the turn taken is counted as skipped, never waited
+// for. adjust() waits for the turn. The gate's cap is set only in a turn, so it is always the
+// effective cap of the last change, never a stale one. The limiter owns the cap: a set_cap or
+// adjust called on the gate itself lasts until the limiter's next change of the cap.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <utility>
+#include <variant>
+
+#include "sluice/gate.hpp"
+
+namespace sluice {
+
+// How an admitted piece of work ended: done (a sample), dropped (a sample that says the service
+// shed it or timed out), ignored (no sample: a cancelled request says nothing of the latency).
+enum class outcome { done, dropped, ignored };
+
+// One admission's sample: the time from admission to release, the count in flight when it was
+// admitted (its own included), and whether it was dropped.
+struct limit_sample {
+  std::chrono::nanoseconds rtt{0};
+  std::int64_t in_flight = 0;
+  bool dropped = false;
+};
+
+// AIMD: +1 per sample while at least half the limit is in flight; times backoff_ratio (and at
+// least -1) on a drop or an RTT past the timeout; within [min_limit, max_limit].
+class aimd_limit {
+ public:
+  struct options {
+    std::int64_t initial_limit = 10;
+    double backoff_ratio = 0.9;  // clamped into [0.5, 1)
+    std::chrono::nanoseconds timeout = std::chrono::seconds(5);  // at least 1 ns
+    std::int64_t min_limit = 1;
+    std::int64_t max_limit = 200;
+  };
+  aimd_limit() : aimd_limit(options{}) {}
+  explicit aimd_limit(const options& o) noexcept;
+  std::int64_t update(const limit_sample& s) noexcept;  // the new limit
+  [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
+
+ private:
+  options o_;
+  std::int64_t limit_;
+};
+
+// Vegas: the queue is limit x (1 - rtt_noload / rtt), rtt_noload the lowest RTT seen (taken again
+// from one sample every probe_multiplier x limit samples, jittered by [0.5, 1)). With L =
+// max(1, floor(log10 limit)): a queue of at most L adds 6L, below 3L adds L, above 6L takes L
+// away, a drop takes L away; no growth while under half the limit is in flight; smoothing
+// blends the old limit with the new (1: the new alone); within [1, max_limit].
+class vegas_limit {
+ public:
+  struct options {
+    std::int64_t initial_limit = 20;
+    std::int64_t max_limit = 1000;
+    double smoothing = 1.0;
+    double probe_multiplier = 30;
+    std::uint64_t seed = 0;  // of the probes' jitter; 0: one from std::random_device
+  };
+  vegas_limit() : vegas_limit(options{}) {}
+  explicit vegas_limit(const options& o);
+  std::int64_t update(const limit_sample& s) noexcept;
+  [[nodiscard]] std::int64_t limit() const noexcept { return static_cast<std::int64_t>(limit_); }
+  [[nodiscard]] std::chrono::nanoseconds rtt_noload() const noexcept { return rtt_noload_; }
+
+ private:
+  double next_jitter() noexcept;
+  options o_;
+  double limit_;
+  std::chrono::nanoseconds rtt_noload_{0};
+  std::uint64_t random_;
+  double probe_jitter_;
+  std::int64_t probe_count_ = 0;
+};
+
+// Gradient2: the gradient is the long average RTT (exponential over long_window samples, a plain
+// mean over the first 10) over the sample's, within [0.5, 1]; the new limit is limit x gradient +
+// queue_size, blended by smoothing, within [min_limit, max_limit]. No change while under half the
+// limit is in flight; a long average above twice the sample's is cut by 10% per sample. Drops
+// are not read (as in its source): its signal is the RTT alone.
+class gradient2_limit {
+ public:
+  struct options {
+    std::int64_t initial_limit = 20;
+    std::int64_t min_limit = 20;
+    std::int64_t max_limit = 200;
+    double smoothing = 0.2;
+    double queue_size = 4;  // clamped into [0, gate_limit]; not finite: 4
+    int long_window = 600;  // clamped into [1, 2^30]
+  };
+  gradient2_limit() : gradient2_limit(options{}) {}
+  explicit gradient2_limit(const options& o) noexcept;
+  std::int64_t update(const limit_sample& s) noexcept;
+  [[nodiscard]] std::int64_t limit() const noexcept { return static_cast<std::int64_t>(limit_); }
+  [[nodiscard]] double long_rtt_ns() const noexcept { return long_rtt_; }
+
+ private:
+  options o_;
+  double limit_;
+  double long_rtt_ = 0;
+  double warm_sum_ = 0;  // of the first samples, whose plain mean the long RTT is
+  int warmed_ = 0;       // samples in that mean, up to 10
+};
+
+using limit_algorithm = std::variant<aimd_limit, vegas_limit, gradient2_limit>;
+
+// The cap's bounds, whatever the algorithm or the pressure say: clamped into [1, gate_limit],
+// max at least min.
+struct limit_bounds {
+  std::int64_t min = 1;
+  std::int64_t max = gate_limit;
+};
+
+struct limiter_stats {
+  std::uint64_t applied = 0;  // samples the algorithm took
+  std::uint64_t skipped = 0;  // samples that found the turn taken (by a sample or an adjust)
+  std::uint64_t ignored = 0;  // outcome::ignored, or no time measured (an RTT of zero or below)
+};
+
+namespace detail {
+// What a limiter keeps apart from its gate's type (lib/limit.cpp).
+class limit_core {
+ public:
+  limit_core(limit_algorithm a, limit_bounds b) noexcept;
+  // The turn to change the limits, held by one thread at a time: a sample tries for it once, an
+  // adjust waits for it (yielding). Held, a change feeds the algorithm (sample) or moves the
+  // pressure cap (adjust), and answers the effective cap if it moved (0 if not), to be set on the
+  // gate before the turn is given back.
+  bool try_take_turn() noexcept;
+  void take_turn() noexcept;
+  void give_turn() noexcept;
+  std::int64_t sample_in_turn(const limit_sample& s) noexcept;
+  std::int64_t adjust_in_turn(pressure p) noexcept;
+  std::int64_t effective() const noexcept;
+  std::atomic<bool> turn{false};
+  limit_algorithm algorithm;
+  const limit_bounds bounds;
+  // Written in a turn, read by any thread: relaxed (figures; the turn orders the algorithm's state).
+  std::atomic<std::int64_t> limit{0}, pressure_cap{0}, cap{0};
+  std::atomic<std::uint64_t> applied{0}, skipped{0}, ignored{0};
+};
+}  // namespace detail
+
+template <class Gate = gate>
+class limiter;
+
+// An admission through a limiter: a permit (its units given back at release) that also samples
+// its latency. Empty when the admission was refused. Its destructor releases with outcome::done.
+template <class Gate = gate>
+class timed_permit {
+ public:
+  timed_permit() noexcept = default;
+  timed_permit(timed_permit&& o) noexcept
+      : owner_(std::exchange(o.owner_, nullptr)), units_(o.units_), in_flight_(o.in_flight_), start_(o.start_) {}
+  timed_permit& operator=(timed_permit&& o) noexcept {
+    if (this != &o) {
+      release(outcome::done);
+      owner_ = std::exchange(o.owner_, nullptr);
+      units_ = o.units_;
+      in_flight_ = o.in_flight_;
+      start_ = o.start_;
+    }
+    return *this;
+  }
+  ~timed_permit() { release(outcome::done); }
+
+  explicit operator bool() const noexcept { return owner_ != nullptr; }
+  [[nodiscard]] std::int64_t units() const noexcept { return owner_ != nullptr ? units_ : 0; }
+  // Gives the units back and samples how the work ended; the permit then holds nothing.
+  void release(outcome how) noexcept {
+    if (owner_ != nullptr) std::exchange(owner_, nullptr)->finish(units_, in_flight_, start_, how);
+  }
+
+ private:
+  friend class limiter<Gate>;
+  timed_permit(limiter<Gate>* owner, std::int64_t units, std::int64_t in_flight) noexcept
+      : owner_(owner), units_(units), in_flight_(in_flight), start_(std::chrono::steady_clock::now()) {}
+  limiter<Gate>* owner_ = nullptr;
+  std::int64_t units_ = 0;
+  std::int64_t in_flight_ = 0;
+  std::chrono::steady_clock::time_point start_{};
+};
+
+template <class Gate>
+class limiter {
+ public:
+  limiter(Gate& g, limit_algorithm algorithm, limit_bounds bounds = {}) : gate_(g), core_(std::move(algorithm), bounds) {
+    gate_.set_cap(core_.cap.load(std::memory_order_relaxed));  // no other thread knows the limiter yet
+  }
+  limiter(const limiter&) = delete;
+  limiter& operator=(const limiter&) = delete;
+
+  [[nodiscard]] timed_permit<Gate> try_admit(std::int64_t n = 1) noexcept {
+    return gate_.try_admit(n) ? admitted(n) : timed_permit<Gate>{};
+  }
+  // admit and try_admit_for wait for room, and throw gate_closed (and std::invalid_argument for n
+  // past gate_limit) as the gate's do. A permit records the gate's count read just after its
+  // admission (its own units included; others' admitted since may be in it too).
+  [[nodiscard]] timed_permit<Gate> admit(std::int64_t n = 1) {
+    gate_.admit(n);
+    return admitted(n);
+  }
+  template <class Rep, class Period>
+  [[nodiscard]] timed_permit<Gate> try_admit_for(std::int64_t n, const std::chrono::duration<Rep, Period>& d) {
+    return gate_.try_admit_for(n, d) ? admitted(n) : timed_permit<Gate>{};
+  }
+
+  // A sample timed by the caller: for admissions made on the gate itself (async_admit), released
+  // with the gate's note_done.
+  void sample(std::chrono::nanoseconds rtt, std::int64_t in_flight, outcome how) noexcept {
+    if (how == outcome::ignored || rtt.count() <= 0) {  // no time measured: nothing to learn
+      core_.ignored.fetch_add(1, std::memory_order_relaxed);  // a statistic: orders nothing
+      return;
+    }
+    if (!core_.try_take_turn()) {
+      core_.skipped.fetch_add(1, std::memory_order_relaxed);  // a statistic: orders nothing
+      return;
+    }
+    if (const std::int64_t c = core_.sample_in_turn({rtt, in_flight, how == outcome::dropped})) gate_.set_cap(c);
+    core_.give_turn();
+  }
+
+  // Moves the pressure cap as gate::adjust moves a cap (ok: +1 up to max; soft, hard: -1 down to
+  // min) and sets the gate's cap from it.
+  void adjust(pressure p) noexcept {
+    core_.take_turn();
+    if (const std::int64_t c = core_.adjust_in_turn(p)) gate_.set_cap(c);
+    core_.give_turn();
+  }
+
+  [[nodiscard]] std::int64_t limit() const noexcept { return core_.limit.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::int64_t pressure_cap() const noexcept { return core_.pressure_cap.load(std::memory_order_relaxed); }
+  // The effective cap, min(limit, pressure_cap) within the bounds: the gate's cap, unless the
+  // gate is closed (its cap then reads 0 whatever the limiter sets).
+  [[nodiscard]] std::int64_t cap() const noexcept { return core_.cap.load(std::memory_order_relaxed); }
+  [[nodiscard]] limiter_stats stats() const noexcept {
+    return {core_.applied.load(std::memory_order_relaxed), core_.skipped.load(std::memory_order_relaxed),
+            core_.ignored.load(std::memory_order_relaxed)};
+  }
+  [[nodiscard]] Gate& gate() noexcept { return gate_; }
+
+ private:
+  friend class timed_permit<Gate>;
+  timed_permit<Gate> admitted(std::int64_t n) noexcept {
+    const std::int64_t units = n > 0 ? n : 0;  // the gate counts a weight below zero as zero
+    return timed_permit<Gate>(this, units, gate_.in_flight());
+  }
+  // The sample first, the units last: once note_done has run, a thread that waited for the
+  // gate to drain may destroy the limiter and the gate (docs/gate.md, LIFETIME).
+  void finish(std::int64_t units, std::int64_t in_flight, std::chrono::steady_clock::time_point start, outcome how) noexcept {
+    const auto rtt = how == outcome::ignored ? std::chrono::steady_clock::duration{0} : std::chrono::steady_clock::now() - start;
+    sample(std::chrono::duration_cast<std::chrono::nanoseconds>(rtt), in_flight, how);
+    gate_.note_done(units);
+  }
+
+  Gate& gate_;
+  detail::limit_core core_;
+};
+
+}  // namespace sluice
