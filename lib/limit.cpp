@@ -136,16 +136,17 @@ std::int64_t gradient2_limit::update(const limit_sample& s) noexcept {
 
 namespace detail {
 
-limit_core::limit_core(limit_algorithm a, limit_bounds b) noexcept
+limit_core::limit_core(limit_algorithm a, limiter_options o) noexcept
     : algorithm(std::move(a)),
-      bounds{std::clamp<std::int64_t>(b.min, 1, gate_limit), std::clamp<std::int64_t>(b.max, std::clamp<std::int64_t>(b.min, 1, gate_limit), gate_limit)} {
+      options{std::clamp<std::int64_t>(o.min, 1, gate_limit), std::clamp<std::int64_t>(o.max, std::clamp<std::int64_t>(o.min, 1, gate_limit), gate_limit),
+              std::clamp<std::int64_t>(o.window, 1, std::int64_t{1} << 20)} {
   limit.store(std::visit([](const auto& alg) { return alg.limit(); }, algorithm), std::memory_order_relaxed);
-  pressure_cap.store(bounds.max, std::memory_order_relaxed);
+  pressure_cap.store(options.max, std::memory_order_relaxed);
   cap.store(effective(), std::memory_order_relaxed);
 }
 
 std::int64_t limit_core::effective() const noexcept {
-  return std::clamp(std::min(limit.load(std::memory_order_relaxed), pressure_cap.load(std::memory_order_relaxed)), bounds.min, bounds.max);
+  return std::clamp(std::min(limit.load(std::memory_order_relaxed), pressure_cap.load(std::memory_order_relaxed)), options.min, options.max);
 }
 
 // The turn: (T1) taking it, an acquire, synchronizes with (T2) the previous holder's giving it
@@ -173,14 +174,22 @@ std::int64_t publish(limit_core& core) noexcept {
 }  // namespace
 
 std::int64_t limit_core::sample_in_turn(const limit_sample& s) noexcept {
-  limit.store(std::visit([&](auto& alg) { return alg.update(s); }, algorithm), std::memory_order_relaxed);
   applied.store(applied.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // one writer: the turn's
+  constexpr auto most = std::chrono::nanoseconds::max();  // the sum saturates: RTTs come from callers too
+  window.rtt = s.rtt > most - window.rtt ? most : window.rtt + s.rtt;
+  window.in_flight = std::max(window.in_flight, s.in_flight);
+  window.dropped = window.dropped || s.dropped;
+  if (++window_count < options.window) return 0;
+  const limit_sample taken{window.rtt / window_count, window.in_flight, window.dropped};
+  window = {};
+  window_count = 0;
+  limit.store(std::visit([&](auto& alg) { return alg.update(taken); }, algorithm), std::memory_order_relaxed);
   return publish(*this);
 }
 
 std::int64_t limit_core::adjust_in_turn(pressure p) noexcept {
   const std::int64_t now = pressure_cap.load(std::memory_order_relaxed);
-  pressure_cap.store(p == pressure::ok ? std::min(now + 1, bounds.max) : std::max(now - 1, bounds.min), std::memory_order_relaxed);
+  pressure_cap.store(p == pressure::ok ? std::min(now + 1, options.max) : std::max(now - 1, options.min), std::memory_order_relaxed);
   return publish(*this);
 }
 

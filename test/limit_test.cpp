@@ -334,3 +334,23 @@ TEST_CASE("a release gives the units back last: the gate may be destroyed once i
     releaser.join();
   }
 }
+
+TEST_CASE_TEMPLATE("a window: its samples taken as one, mean RTT, highest count, any drop", G, GATES) {
+  G g{1};
+  sluice::limiter lim{g, sluice::aimd_limit{{.timeout = 3ms}}, {.window = 3}};
+  lim.sample(1ms, 2, outcome::done);
+  lim.sample(2ms, 6, outcome::done);
+  CHECK(lim.limit() == 10);  // the window is not full
+  lim.sample(3ms, 1, outcome::done);  // mean 2 ms, highest count 6: 6 x 2 >= 10
+  CHECK(lim.limit() == 11);
+  lim.sample(1ms, 9, outcome::done);
+  lim.sample(1ms, 9, outcome::dropped);
+  lim.sample(1ms, 9, outcome::done);
+  CHECK(lim.limit() == 9);  // a drop among them: floor(11 x 0.9)
+  lim.sample(1ms, 9, outcome::done);
+  lim.sample(1ms, 9, outcome::done);
+  lim.sample(10ms, 9, outcome::done);  // mean 4 ms, past the timeout
+  CHECK(lim.limit() == 8);
+  CHECK(lim.stats().applied == 9);
+  CHECK(g.cap() == 8);
+}

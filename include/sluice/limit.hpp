@@ -7,7 +7,7 @@
 // turns samples into a latency limit; the gate's cap is the smaller of that limit and the memory-
 // pressure cap that adjust() moves, within [min, max] (docs/limit.md).
 //
-//   limiter(g, algorithm, bounds)  sets g's cap to the algorithm's initial limit, clamped
+//   limiter(g, algorithm, {min, max, window})  sets g's cap to the algorithm's initial limit, clamped
 //   try_admit(n), admit(n), try_admit_for(n, d)   the gate's, answering a timed_permit
 //   sample(rtt, in_flight, outcome)  a sample timed by the caller (async admissions)
 //   adjust(p)        the pressure cap: ok +1 up to max, soft and hard -1 down to min
@@ -130,15 +130,19 @@ class gradient2_limit {
 
 using limit_algorithm = std::variant<aimd_limit, vegas_limit, gradient2_limit>;
 
-// The cap's bounds, whatever the algorithm or the pressure say: clamped into [1, gate_limit],
-// max at least min.
-struct limit_bounds {
+// A limiter's options. min, max: the cap's bounds, whatever the algorithm or the pressure say
+// (clamped into [1, gate_limit], max at least min). window: how many samples the algorithm takes
+// as one (clamped into [1, 2^20]): their mean RTT, the highest count in flight among them, and a
+// drop if any dropped, as Netflix's WindowedLimit does; a window smooths the noise of single
+// round trips out of the lowest RTT that Vegas reads and the gradient that Gradient2 reads.
+struct limiter_options {
   std::int64_t min = 1;
   std::int64_t max = gate_limit;
+  std::int64_t window = 1;
 };
 
 struct limiter_stats {
-  std::uint64_t applied = 0;  // samples the algorithm took
+  std::uint64_t applied = 0;  // samples taken (into a window, or by the algorithm when the window is 1)
   std::uint64_t skipped = 0;  // samples that found the turn taken (by a sample or an adjust)
   std::uint64_t ignored = 0;  // outcome::ignored, or no time measured (an RTT of zero or below)
 };
@@ -147,7 +151,7 @@ namespace detail {
 // What a limiter keeps apart from its gate's type (lib/limit.cpp).
 class limit_core {
  public:
-  limit_core(limit_algorithm a, limit_bounds b) noexcept;
+  limit_core(limit_algorithm a, limiter_options o) noexcept;
   // The turn to change the limits, held by one thread at a time: a sample tries for it once, an
   // adjust waits for it (yielding). Held, a change feeds the algorithm (sample) or moves the
   // pressure cap (adjust), and answers the effective cap if it moved (0 if not), to be set on the
@@ -160,7 +164,9 @@ class limit_core {
   std::int64_t effective() const noexcept;
   std::atomic<bool> turn{false};
   limit_algorithm algorithm;
-  const limit_bounds bounds;
+  const limiter_options options;
+  limit_sample window;            // the samples of the window so far (rtt summed), in a turn
+  std::int64_t window_count = 0;
   // Written in a turn, read by any thread: relaxed (figures; the turn orders the algorithm's state).
   std::atomic<std::int64_t> limit{0}, pressure_cap{0}, cap{0};
   std::atomic<std::uint64_t> applied{0}, skipped{0}, ignored{0};
@@ -210,7 +216,7 @@ class timed_permit {
 template <class Gate>
 class limiter {
  public:
-  limiter(Gate& g, limit_algorithm algorithm, limit_bounds bounds = {}) : gate_(g), core_(std::move(algorithm), bounds) {
+  limiter(Gate& g, limit_algorithm algorithm, limiter_options options = {}) : gate_(g), core_(std::move(algorithm), options) {
     gate_.set_cap(core_.cap.load(std::memory_order_relaxed));  // no other thread knows the limiter yet
   }
   limiter(const limiter&) = delete;
