@@ -139,7 +139,7 @@ namespace detail {
 limit_core::limit_core(limit_algorithm a, limiter_options o) noexcept
     : algorithm(std::move(a)),
       options{std::clamp<std::int64_t>(o.min, 1, gate_limit), std::clamp<std::int64_t>(o.max, std::clamp<std::int64_t>(o.min, 1, gate_limit), gate_limit),
-              std::clamp<std::int64_t>(o.window, 1, std::int64_t{1} << 20)} {
+              std::clamp<std::int64_t>(o.window, 1, std::int64_t{1} << 20), std::clamp<std::int64_t>(o.unit, 1, gate_limit)} {
   limit.store(std::visit([](const auto& alg) { return alg.limit(); }, algorithm), std::memory_order_relaxed);
   pressure_cap.store(options.max, std::memory_order_relaxed);
   cap.store(effective(), std::memory_order_relaxed);
@@ -172,6 +172,14 @@ std::int64_t publish(limit_core& core) noexcept {
   return c;
 }
 }  // namespace
+
+std::int64_t limit_core::gate_cap(std::int64_t c) const noexcept {
+  return c > gate_limit / options.unit ? gate_limit : c * options.unit;
+}
+
+std::int64_t limit_core::in_units(std::int64_t in_flight) const noexcept {
+  return in_flight <= 0 ? 0 : (in_flight - 1) / options.unit + 1;  // rounded up, with no overflow
+}
 
 std::int64_t limit_core::sample_in_turn(const limit_sample& s) noexcept {
   applied.store(applied.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // one writer: the turn's

@@ -354,3 +354,21 @@ TEST_CASE_TEMPLATE("a window: its samples taken as one, mean RTT, highest count,
   CHECK(lim.stats().applied == 9);
   CHECK(g.cap() == 8);
 }
+
+TEST_CASE_TEMPLATE("a unit: the gate counts bytes, the limits count blocks", G, GATES) {
+  G g{1};
+  sluice::limiter lim{g, sluice::aimd_limit{}, {.max = 1000, .unit = 4096}};
+  CHECK(g.cap() == 10 * 4096);
+  lim.sample(1ms, 5 * 4096 - 100, outcome::done);  // 5 blocks, rounded up: 5 x 2 >= 10
+  CHECK(lim.limit() == 11);
+  CHECK(g.cap() == 11 * 4096);
+  lim.sample(1ms, 4 * 4096, outcome::done);  // 4 blocks: 8 < 11
+  CHECK(lim.limit() == 11);
+  auto p = lim.try_admit(6 * 4096);
+  CHECK(p);
+  p.release(outcome::done);  // 6 blocks in flight at admission: 12 >= 11
+  CHECK(lim.limit() == 12);
+  G big{1};
+  sluice::limiter huge{big, sluice::aimd_limit{{.initial_limit = 200}}, {.unit = sluice::gate_limit}};
+  CHECK(big.cap() == sluice::gate_limit);  // the product saturates
+}

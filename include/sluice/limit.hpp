@@ -135,10 +135,15 @@ using limit_algorithm = std::variant<aimd_limit, vegas_limit, gradient2_limit>;
 // as one (clamped into [1, 2^20]): their mean RTT, the highest count in flight among them, and a
 // drop if any dropped, as Netflix's WindowedLimit does; a window smooths the noise of single
 // round trips out of the lowest RTT that Vegas reads and the gradient that Gradient2 reads.
+// unit: how many of the gate's units one unit of the limits is (clamped into [1, gate_limit]): a
+// gate that counts bytes with a unit of 16 KiB has its cap set to the limit times 16 KiB (at most
+// gate_limit), and a sample's count in flight, in the gate's units, is divided by it (rounded up).
+// min, max, limit(), pressure_cap() and cap() are in the limits' units.
 struct limiter_options {
   std::int64_t min = 1;
   std::int64_t max = gate_limit;
   std::int64_t window = 1;
+  std::int64_t unit = 1;
 };
 
 struct limiter_stats {
@@ -162,6 +167,8 @@ class limit_core {
   std::int64_t sample_in_turn(const limit_sample& s) noexcept;
   std::int64_t adjust_in_turn(pressure p) noexcept;
   std::int64_t effective() const noexcept;
+  std::int64_t gate_cap(std::int64_t cap) const noexcept;       // cap x unit, at most gate_limit
+  std::int64_t in_units(std::int64_t in_flight) const noexcept;  // in_flight / unit, rounded up
   std::atomic<bool> turn{false};
   limit_algorithm algorithm;
   const limiter_options options;
@@ -217,7 +224,7 @@ template <class Gate>
 class limiter {
  public:
   limiter(Gate& g, limit_algorithm algorithm, limiter_options options = {}) : gate_(g), core_(std::move(algorithm), options) {
-    gate_.set_cap(core_.cap.load(std::memory_order_relaxed));  // no other thread knows the limiter yet
+    gate_.set_cap(core_.gate_cap(core_.cap.load(std::memory_order_relaxed)));  // no other thread knows it yet
   }
   limiter(const limiter&) = delete;
   limiter& operator=(const limiter&) = delete;
@@ -238,7 +245,8 @@ class limiter {
   }
 
   // A sample timed by the caller: for admissions made on the gate itself (async_admit), released
-  // with the gate's note_done.
+  // with the gate's note_done. in_flight is in the gate's units (what its in_flight() said at the
+  // admission).
   void sample(std::chrono::nanoseconds rtt, std::int64_t in_flight, outcome how) noexcept {
     if (how == outcome::ignored || rtt.count() <= 0) {  // no time measured: nothing to learn
       core_.ignored.fetch_add(1, std::memory_order_relaxed);  // a statistic: orders nothing
@@ -248,7 +256,8 @@ class limiter {
       core_.skipped.fetch_add(1, std::memory_order_relaxed);  // a statistic: orders nothing
       return;
     }
-    if (const std::int64_t c = core_.sample_in_turn({rtt, in_flight, how == outcome::dropped})) gate_.set_cap(c);
+    const limit_sample s{rtt, core_.in_units(in_flight), how == outcome::dropped};
+    if (const std::int64_t c = core_.sample_in_turn(s)) gate_.set_cap(core_.gate_cap(c));
     core_.give_turn();
   }
 
@@ -256,14 +265,14 @@ class limiter {
   // min) and sets the gate's cap from it.
   void adjust(pressure p) noexcept {
     core_.take_turn();
-    if (const std::int64_t c = core_.adjust_in_turn(p)) gate_.set_cap(c);
+    if (const std::int64_t c = core_.adjust_in_turn(p)) gate_.set_cap(core_.gate_cap(c));
     core_.give_turn();
   }
 
   [[nodiscard]] std::int64_t limit() const noexcept { return core_.limit.load(std::memory_order_relaxed); }
   [[nodiscard]] std::int64_t pressure_cap() const noexcept { return core_.pressure_cap.load(std::memory_order_relaxed); }
-  // The effective cap, min(limit, pressure_cap) within the bounds: the gate's cap, unless the
-  // gate is closed (its cap then reads 0 whatever the limiter sets).
+  // The effective cap, min(limit, pressure_cap) within [min, max]: the gate's cap is this times
+  // the unit (at most gate_limit), unless the gate is closed (its cap then reads 0 for good).
   [[nodiscard]] std::int64_t cap() const noexcept { return core_.cap.load(std::memory_order_relaxed); }
   [[nodiscard]] limiter_stats stats() const noexcept {
     return {core_.applied.load(std::memory_order_relaxed), core_.skipped.load(std::memory_order_relaxed),
