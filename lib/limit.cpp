@@ -3,6 +3,7 @@
 #include "sluice/limit.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -154,14 +155,14 @@ std::int64_t limit_core::effective() const noexcept {
 bool limit_core::try_take_turn() noexcept {
   // A load first: while another thread holds the turn, a sample reads the line and goes,
   // rather than taking it exclusive from the holder.
-  return !turn.load(std::memory_order_relaxed) && !turn.exchange(true, std::memory_order_acquire);  // (T1)
+  return !turn.load(std::memory_order_relaxed) && !turn.exchange(true, std::memory_order_acquire);  // (T1) turn taken
 }
 
 void limit_core::take_turn() noexcept {
   while (!try_take_turn()) std::this_thread::yield();
 }
 
-void limit_core::give_turn() noexcept { turn.store(false, std::memory_order_release); }  // (T2)
+void limit_core::give_turn() noexcept { turn.store(false, std::memory_order_release); }  // (T2) turn given
 
 namespace {
 // The effective cap if it moved, 0 if not.
@@ -183,13 +184,20 @@ std::int64_t limit_core::in_units(std::int64_t in_flight) const noexcept {
 
 std::int64_t limit_core::sample_in_turn(const limit_sample& s) noexcept {
   applied.store(applied.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // one writer: the turn's
-  constexpr auto most = std::chrono::nanoseconds::max();  // the sum saturates: RTTs come from callers too
-  window.rtt = s.rtt > most - window.rtt ? most : window.rtt + s.rtt;
-  window.in_flight = std::max(window.in_flight, s.in_flight);
-  window.dropped = window.dropped || s.dropped;
-  if (++window_count < options.window) return 0;
-  const limit_sample taken{window.rtt / window_count, window.in_flight, window.dropped};
-  window = {};
+  constexpr std::int64_t most = INT64_MAX;  // the sum saturates: RTTs come from callers too
+  const std::int64_t rtt = s.rtt.count(), sum = window_rtt_ns;
+  window_rtt_ns = rtt > most - sum ? most : sum + rtt;
+  window_in_flight = std::max<std::int64_t>(window_in_flight, s.in_flight);
+  window_dropped = window_dropped || s.dropped;
+  const std::int64_t count = window_count + 1;
+  if (count < options.window) {
+    window_count = count;
+    return 0;
+  }
+  const limit_sample taken{std::chrono::nanoseconds{window_rtt_ns / count}, window_in_flight, window_dropped};
+  window_rtt_ns = 0;
+  window_in_flight = 0;
+  window_dropped = false;
   window_count = 0;
   limit.store(std::visit([&](auto& alg) { return alg.update(taken); }, algorithm), std::memory_order_relaxed);
   return publish(*this);

@@ -169,14 +169,15 @@ class limit_core {
   std::int64_t effective() const noexcept;
   std::int64_t gate_cap(std::int64_t cap) const noexcept;       // cap x unit, at most gate_limit
   std::int64_t in_units(std::int64_t in_flight) const noexcept;  // in_flight / unit, rounded up
-  std::atomic<bool> turn{false};
+  detail::atomic<bool> turn{false};
   limit_algorithm algorithm;
   const limiter_options options;
-  limit_sample window;            // the samples of the window so far (rtt summed), in a turn
-  std::int64_t window_count = 0;
-  // Written in a turn, read by any thread: relaxed (figures; the turn orders the algorithm's state).
-  std::atomic<std::int64_t> limit{0}, pressure_cap{0}, cap{0};
-  std::atomic<std::uint64_t> applied{0}, skipped{0}, ignored{0};
+  // The window's samples so far, in a turn: RTTs summed (in ns), the highest count, any drop.
+  detail::plain<std::int64_t> window_rtt_ns{0}, window_in_flight{0}, window_count{0};
+  detail::plain<bool> window_dropped{false};
+  // Written in a turn, read by any thread: relaxed (figures; the turn orders what a turn reads).
+  detail::atomic<std::int64_t> limit{0}, pressure_cap{0}, cap{0};
+  detail::atomic<std::uint64_t> applied{0}, skipped{0}, ignored{0};
 };
 }  // namespace detail
 
