@@ -5,8 +5,8 @@
 // gate.admit_pair: try_admit + note_done        (the semaphore's shape)
 // gate.weighted_pair: try_admit(n) + note_done(n), n = 3 read at run time, beside the unit pair
 //                  and the semaphore's (which has no weighted try)
-// gate.limited_pair: lim.try_admit() + release(done) through a limiter, beside permit{g}
-//                  (what sampling costs a permit)
+// gate.limited_pair: lim.try_admit() + release(done) through a limiter (every admission timed,
+//                  or one in 8: sample_every), beside permit{g} (what sampling costs a permit)
 // gate.pingpong:   two threads, two gates of cap one, each held by the other thread: a thread
 //                  admits on its gate (waiting for the other's note_done there) and gives the
 //                  other's back, so every admission is a hand-off, and an iteration is two of
@@ -75,16 +75,16 @@ void weighted_pair(benchmark::State& state) {
 // gate.limited_pair: a timed permit through a limiter (Gradient2, bounds that keep the cap roomy)
 // taken and released done, beside the plain permit pair: what sampling adds, the clock read at
 // admission and at release and the sample applied (or skipped while another thread applies one).
-template <class Gate>
+template <class Gate, std::int64_t SampleEvery>
 sluice::limiter<Gate>& shared_limiter() {
   static sluice::limiter<Gate> lim{shared_gate<Gate>(), sluice::gradient2_limit{{.min_limit = roomy_cap, .max_limit = roomy_cap}},
-                                   {.min = roomy_cap, .max = roomy_cap}};
+                                   {.min = roomy_cap, .max = roomy_cap, .sample_every = SampleEvery}};
   return lim;
 }
 
-template <class Gate>
+template <class Gate, std::int64_t SampleEvery = 1>
 void limited_pair(benchmark::State& state) {
-  sluice::limiter<Gate>& lim = shared_limiter<Gate>();
+  sluice::limiter<Gate>& lim = shared_limiter<Gate, SampleEvery>();
   for (auto _ : state) {
     auto p = lim.try_admit();
     benchmark::DoNotOptimize(p);
@@ -243,6 +243,7 @@ void register_all() {
   add("gate.weighted_pair", "gate_unit", admit_pair<sluice::gate>);
   add("gate.weighted_pair", "counting_semaphore", semaphore_pair);
   add("gate.limited_pair", "gate", limited_pair<sluice::gate>);
+  add("gate.limited_pair", "gate_every_8", limited_pair<sluice::gate, 8>);
   add("gate.limited_pair", "gate_permit", permit_pair<sluice::gate>);
   add("gate.limited_pair", "mutex_gate", limited_pair<sluice::mutex_gate>);
   const sluice_bench::which_counts two{.min_threads = 2, .max_threads = 2};

@@ -140,7 +140,8 @@ namespace detail {
 limit_core::limit_core(limit_algorithm a, limiter_options o) noexcept
     : algorithm(std::move(a)),
       options{std::clamp<std::int64_t>(o.min, 1, gate_limit), std::clamp<std::int64_t>(o.max, std::clamp<std::int64_t>(o.min, 1, gate_limit), gate_limit),
-              std::clamp<std::int64_t>(o.window, 1, std::int64_t{1} << 20), std::clamp<std::int64_t>(o.unit, 1, gate_limit)} {
+              std::clamp<std::int64_t>(o.window, 1, std::int64_t{1} << 20), std::clamp<std::int64_t>(o.unit, 1, gate_limit),
+              std::clamp<std::int64_t>(o.sample_every, 1, std::int64_t{1} << 20)} {
   limit.store(std::visit([](const auto& alg) { return alg.limit(); }, algorithm), std::memory_order_relaxed);
   pressure_cap.store(options.max, std::memory_order_relaxed);
   cap.store(effective(), std::memory_order_relaxed);

@@ -372,3 +372,17 @@ TEST_CASE_TEMPLATE("a unit: the gate counts bytes, the limits count blocks", G, 
   sluice::limiter huge{big, sluice::aimd_limit{{.initial_limit = 200}}, {.unit = sluice::gate_limit}};
   CHECK(big.cap() == sluice::gate_limit);  // the product saturates
 }
+
+TEST_CASE("sample_every: one admission in k on a thread is timed, the others give their units back alone") {
+  sluice::gate g{100};
+  sluice::limiter lim{g, sluice::aimd_limit{}, {.sample_every = 4}};
+  for (int i = 0; i < 40; ++i) {
+    auto p = lim.try_admit(2);
+    REQUIRE(p);
+    CHECK(p.units() == 2);
+  }  // each released (done) at the end of its iteration
+  CHECK(g.in_flight() == 0);
+  const sluice::limiter_stats s = lim.stats();
+  CHECK(s.applied + s.skipped == 10);
+  CHECK(s.ignored == 0);
+}

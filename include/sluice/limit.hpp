@@ -144,6 +144,10 @@ struct limiter_options {
   std::int64_t max = gate_limit;
   std::int64_t window = 1;
   std::int64_t unit = 1;
+  // sample_every: one admission in that many (on each thread) is timed and sampled; the others
+  // read no clock and sample nothing (clamped into [1, 2^20]). Each timed permit costs two reads of
+  // steady_clock and a sample (docs/limit.md, What sampling costs).
+  std::int64_t sample_every = 1;
 };
 
 struct limiter_stats {
@@ -153,6 +157,16 @@ struct limiter_stats {
 };
 
 namespace detail {
+// This thread's count down to its next timed admission (limiter_options::sample_every), shared by
+// the limiters it admits through: which admissions are timed need not follow each limiter's own.
+inline thread_local std::int64_t admissions_to_next_sample = 0;
+[[gnu::always_inline]] inline bool times_this_admission(std::int64_t every) noexcept {
+  if (every == 1) return true;
+  if (--admissions_to_next_sample > 0) return false;
+  admissions_to_next_sample = every;
+  return true;
+}
+
 // What a limiter keeps apart from its gate's type (lib/limit.cpp).
 class limit_core {
  public:
@@ -213,11 +227,11 @@ class timed_permit {
 
  private:
   friend class limiter<Gate>;
-  timed_permit(limiter<Gate>* owner, std::int64_t units, std::int64_t in_flight) noexcept
-      : owner_(owner), units_(units), in_flight_(in_flight), start_(std::chrono::steady_clock::now()) {}
+  timed_permit(limiter<Gate>* owner, std::int64_t units, std::int64_t in_flight, std::chrono::steady_clock::time_point start) noexcept
+      : owner_(owner), units_(units), in_flight_(in_flight), start_(start) {}
   limiter<Gate>* owner_ = nullptr;
   std::int64_t units_ = 0;
-  std::int64_t in_flight_ = 0;
+  std::int64_t in_flight_ = 0;  // below zero: not timed (limiter_options::sample_every)
   std::chrono::steady_clock::time_point start_{};
 };
 
@@ -285,11 +299,16 @@ class limiter {
   friend class timed_permit<Gate>;
   timed_permit<Gate> admitted(std::int64_t n) noexcept {
     const std::int64_t units = n > 0 ? n : 0;  // the gate counts a weight below zero as zero
-    return timed_permit<Gate>(this, units, gate_.in_flight());
+    if (!detail::times_this_admission(core_.options.sample_every)) return timed_permit<Gate>(this, units, -1, {});
+    return timed_permit<Gate>(this, units, gate_.in_flight(), std::chrono::steady_clock::now());
   }
   // The sample first, the units last: once note_done has run, a thread that waited for the
   // gate to drain may destroy the limiter and the gate (docs/gate.md, LIFETIME).
   void finish(std::int64_t units, std::int64_t in_flight, std::chrono::steady_clock::time_point start, outcome how) noexcept {
+    if (in_flight < 0) {  // not timed
+      gate_.note_done(units);
+      return;
+    }
     const auto rtt = how == outcome::ignored ? std::chrono::steady_clock::duration{0} : std::chrono::steady_clock::now() - start;
     sample(std::chrono::duration_cast<std::chrono::nanoseconds>(rtt), in_flight, how);
     gate_.note_done(units);
