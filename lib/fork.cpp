@@ -1,5 +1,7 @@
 #include <pthread.h>
 
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 
 #include "pool/fork.hpp"
@@ -13,6 +15,8 @@ namespace sluice::detail {
 struct fork_registry {
   static constinit inline std::mutex mutex{};  // guards the list; held from prepare to parent/child
   static constinit inline fork_aware* head = nullptr;
+  // fork_generation(): written in a child by its one thread, before any other exists; relaxed.
+  static constinit inline std::atomic<std::uint64_t> generation{0};
   static inline pthread_once_t handlers = PTHREAD_ONCE_INIT;
 
   // this_thread_forks(); initial-exec, as the library's other thread-locals are
@@ -31,6 +35,7 @@ struct fork_registry {
     mutex.unlock();
   }
   static void child() noexcept {
+    generation.store(generation.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     for (fork_aware* o = head; o != nullptr; o = o->next_) o->unlock_in_child();
     forks_here = false;
     mutex.unlock();
@@ -38,6 +43,11 @@ struct fork_registry {
 };
 
 bool this_thread_forks() noexcept { return fork_registry::forks_here; }
+
+std::uint64_t fork_generation() noexcept {
+  pthread_once(&fork_registry::handlers, &fork_registry::install);
+  return fork_registry::generation.load(std::memory_order_relaxed);
+}
 
 void fork_aware::join(bool first) noexcept {
   pthread_once(&fork_registry::handlers, &fork_registry::install);

@@ -1,6 +1,8 @@
 // The limit algorithms and what a limiter keeps apart from its gate's type (sluice/limit.hpp,
-// docs/limit.md). The algorithms are single-threaded values: a limiter calls them under its mutex.
+// docs/limit.md). The algorithms are single-threaded values: a limiter calls them in its turn.
 #include "sluice/limit.hpp"
+
+#include "pool/fork.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -34,7 +36,7 @@ aimd_limit::aimd_limit(const options& o) noexcept : o_(o) {
 }
 
 std::int64_t aimd_limit::update(const limit_sample& s) noexcept {
-  if (s.rtt.count() <= 0) return limit_;  // no time measured: nothing to learn from
+  if (s.rtt.count() <= 0 && !s.dropped) return limit_;  // no time measured: nothing to learn from
   if (s.dropped || s.rtt > o_.timeout) {
     const auto cut = static_cast<std::int64_t>(static_cast<double>(limit_) * o_.backoff_ratio);
     limit_ = std::min(limit_ - 1, cut);
@@ -65,7 +67,10 @@ double vegas_limit::next_jitter() noexcept {
 }
 
 std::int64_t vegas_limit::update(const limit_sample& s) noexcept {
-  if (s.rtt.count() <= 0) return limit();  // no time measured: nothing to learn from
+  if (s.rtt.count() <= 0) {  // no time measured: a drop still takes a step away
+    if (s.dropped) limit_ = (1 - o_.smoothing) * limit_ + o_.smoothing * clamp_limit(limit_ - log10_step(limit_), 1, o_.max_limit);
+    return limit();
+  }
   if (probe_jitter_ * o_.probe_multiplier * limit_ <= static_cast<double>(++probe_count_)) {
     // A probe: the lowest RTT is taken again from this sample, so that a service that has
     // become slower for good is not read as queueing for ever.
@@ -142,31 +147,42 @@ limit_core::limit_core(limit_algorithm a, limiter_options o) noexcept
       options{std::clamp<std::int64_t>(o.min, 1, gate_limit), std::clamp<std::int64_t>(o.max, std::clamp<std::int64_t>(o.min, 1, gate_limit), gate_limit),
               std::clamp<std::int64_t>(o.window, 1, std::int64_t{1} << 20), std::clamp<std::int64_t>(o.unit, 1, gate_limit),
               std::clamp<std::int64_t>(o.sample_every, 1, std::int64_t{1} << 20)} {
+  fork_generation();  // the fork handlers installed before the turn is first taken
+  // Relaxed, as every figure below: the limiter is not shared with another thread yet.
   limit.store(std::visit([](const auto& alg) { return alg.limit(); }, algorithm), std::memory_order_relaxed);
   pressure_cap.store(options.max, std::memory_order_relaxed);
   cap.store(effective(), std::memory_order_relaxed);
 }
 
+// In a turn (or before the limiter is shared), where the turn orders every figure: relaxed.
 std::int64_t limit_core::effective() const noexcept {
   return std::clamp(std::min(limit.load(std::memory_order_relaxed), pressure_cap.load(std::memory_order_relaxed)), options.min, options.max);
 }
 
 // The turn: (T1) taking it, an acquire, synchronizes with (T2) the previous holder's giving it
-// back, a release, so each turn sees the algorithm's state as the last one left it.
+// back, a release, so each turn sees the algorithm's state as the last one left it. Held, it names
+// the fork generation of its holder's process: a forked child, whose generation is one more, takes
+// over a turn that a thread of its parent held when the parent forked (that thread is not in the
+// child), and clears the cap it publishes so that its first change sets the gate's cap again.
 bool limit_core::try_take_turn() noexcept {
+  const std::uint64_t mine = fork_generation() + 1;
   // A load first: while another thread holds the turn, a sample reads the line and goes,
   // rather than taking it exclusive from the holder.
-  return !turn.load(std::memory_order_relaxed) && !turn.exchange(true, std::memory_order_acquire);  // (T1) turn taken
+  std::uint64_t seen = turn.load(std::memory_order_relaxed);
+  if (seen == mine) return false;
+  if (!turn.compare_exchange_strong(seen, mine, std::memory_order_acquire, std::memory_order_relaxed)) return false;  // (T1) turn taken
+  if (seen != 0) cap.store(0, std::memory_order_relaxed);  // taken over in a child: read in this turn only
+  return true;
 }
 
 void limit_core::take_turn() noexcept {
   while (!try_take_turn()) std::this_thread::yield();
 }
 
-void limit_core::give_turn() noexcept { turn.store(false, std::memory_order_release); }  // (T2) turn given
+void limit_core::give_turn() noexcept { turn.store(0, std::memory_order_release); }  // (T2) turn given
 
 namespace {
-// The effective cap if it moved, 0 if not.
+// The effective cap if it moved, 0 if not; in a turn (relaxed: the turn orders the figures).
 std::int64_t publish(limit_core& core) noexcept {
   const std::int64_t c = core.effective();
   if (c == core.cap.load(std::memory_order_relaxed)) return 0;
@@ -186,7 +202,7 @@ std::int64_t limit_core::in_units(std::int64_t in_flight) const noexcept {
 std::int64_t limit_core::sample_in_turn(const limit_sample& s) noexcept {
   applied.store(applied.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // one writer: the turn's
   constexpr std::int64_t most = INT64_MAX;  // the sum saturates: RTTs come from callers too
-  const std::int64_t rtt = s.rtt.count(), sum = window_rtt_ns;
+  const std::int64_t rtt = std::max<std::int64_t>(s.rtt.count(), 0), sum = window_rtt_ns;  // a drop may come untimed
   window_rtt_ns = rtt > most - sum ? most : sum + rtt;
   window_in_flight = std::max<std::int64_t>(window_in_flight, s.in_flight);
   window_dropped = window_dropped || s.dropped;
@@ -200,12 +216,12 @@ std::int64_t limit_core::sample_in_turn(const limit_sample& s) noexcept {
   window_in_flight = 0;
   window_dropped = false;
   window_count = 0;
-  limit.store(std::visit([&](auto& alg) { return alg.update(taken); }, algorithm), std::memory_order_relaxed);
+  limit.store(std::visit([&](auto& alg) { return alg.update(taken); }, algorithm), std::memory_order_relaxed);  // in a turn
   return publish(*this);
 }
 
 std::int64_t limit_core::adjust_in_turn(pressure p) noexcept {
-  const std::int64_t now = pressure_cap.load(std::memory_order_relaxed);
+  const std::int64_t now = pressure_cap.load(std::memory_order_relaxed);  // in a turn, as the store
   pressure_cap.store(p == pressure::ok ? std::min(now + 1, options.max) : std::max(now - 1, options.min), std::memory_order_relaxed);
   return publish(*this);
 }

@@ -3,6 +3,9 @@
 // over both gates: the cap it sets, pressure beside latency, and concurrent sampling.
 #include "doctest.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -315,10 +318,12 @@ TEST_CASE("options and samples out of range: clamped, never undefined") {
   lim.sample(1ms, INT64_MAX, outcome::done);  // no overflow doubling the count
   CHECK(lim.limit() == 11);
   lim.sample(0ns, 100, outcome::done);  // no time measured: ignored
-  lim.sample(-5ms, 100, outcome::dropped);
+  lim.sample(-5ms, 100, outcome::done);
   CHECK(lim.limit() == 11);
+  lim.sample(-5ms, 100, outcome::dropped);  // a drop needs no time: floor(11 x 0.9)
+  CHECK(lim.limit() == 9);
   CHECK(lim.stats().ignored == 2);
-  CHECK(lim.stats().applied == 1);
+  CHECK(lim.stats().applied == 2);
 }
 
 TEST_CASE("a release gives the units back last: the gate may be destroyed once it drains") {
@@ -373,16 +378,64 @@ TEST_CASE_TEMPLATE("a unit: the gate counts bytes, the limits count blocks", G, 
   CHECK(big.cap() == sluice::gate_limit);  // the product saturates
 }
 
-TEST_CASE("sample_every: one admission in k on a thread is timed, the others give their units back alone") {
-  sluice::gate g{100};
-  sluice::limiter lim{g, sluice::aimd_limit{}, {.sample_every = 4}};
-  for (int i = 0; i < 40; ++i) {
-    auto p = lim.try_admit(2);
+TEST_CASE("sample_every: about one admission in k timed, for each of a thread's limiters") {
+  sluice::gate g{100}, h{100};
+  sluice::limiter a{g, sluice::aimd_limit{}, {.sample_every = 4}};
+  sluice::limiter b{h, sluice::aimd_limit{}, {.sample_every = 4}};
+  for (int i = 0; i < 4'000; ++i) {
+    auto p = a.try_admit(2);  // admissions alternate between the two limiters
+    auto q = b.try_admit();
     REQUIRE(p);
+    REQUIRE(q);
     CHECK(p.units() == 2);
-  }  // each released (done) at the end of its iteration
+    q.release(outcome::dropped);  // an untimed drop samples nothing
+  }  // p released (done) here
   CHECK(g.in_flight() == 0);
-  const sluice::limiter_stats s = lim.stats();
-  CHECK(s.applied + s.skipped == 10);
-  CHECK(s.ignored == 0);
+  CHECK(h.in_flight() == 0);
+  // Binomial(4,000, 1/4): 1,000 expected, 27 the standard deviation.
+  for (const auto& s : {a.stats(), b.stats()}) {
+    CHECK(s.applied + s.skipped > 850);
+    CHECK(s.applied + s.skipped < 1'150);
+    CHECK(s.ignored == 0);
+  }
+}
+
+TEST_CASE("a drop needs no time: an untimed drop is applied, an untimed done is ignored") {
+  sluice::gate g{1};
+  sluice::limiter lim{g, sluice::vegas_limit{{.seed = 1}}};
+  lim.sample(0ns, 5, outcome::dropped);
+  CHECK(lim.limit() == 19);
+  lim.sample(0ns, 5, outcome::done);
+  CHECK(lim.limit() == 19);
+  CHECK(lim.stats().applied == 1);
+  CHECK(lim.stats().ignored == 1);
+}
+
+TEST_CASE("a forked child takes over a turn that a thread of its parent held") {
+  if (sluice_test::reduced) return;  // forks beside a running thread: plain builds only
+  sluice::gate g{1};
+  sluice::limiter lim{g, sluice::aimd_limit{{.max_limit = 1000}}, {.min = 2, .max = 500}};
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {  // holds the turn much of the time
+    while (!stop.load(std::memory_order_relaxed)) {
+      lim.adjust(pressure::ok);
+      lim.sample(1ms, 1000, outcome::done);
+    }
+  });
+  for (int i = 0; i < 20; ++i) {
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      alarm(10);  // a child left waiting for the turn dies of it: the parent sees the signal
+      lim.adjust(pressure::soft);
+      lim.sample(1ms, 1, outcome::dropped);
+      _exit(g.cap() == lim.cap() && lim.stats().applied > 0 ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  stop = true;
+  busy.join();
 }

@@ -7,7 +7,8 @@
 // turns samples into a latency limit; the gate's cap is the smaller of that limit and the memory-
 // pressure cap that adjust() moves, within [min, max] (docs/limit.md).
 //
-//   limiter(g, algorithm, {min, max, window})  sets g's cap to the algorithm's initial limit, clamped
+//   limiter(g, algorithm, {min, max, window, unit, sample_every})  sets g's cap to the algorithm's
+//                    initial limit, clamped
 //   try_admit(n), admit(n), try_admit_for(n, d)   the gate's, answering a timed_permit
 //   sample(rtt, in_flight, outcome)  a sample timed by the caller (async admissions)
 //   adjust(p)        the pressure cap: ok +1 up to max, soft and hard -1 down to min
@@ -18,10 +19,11 @@
 // from the lowest RTT seen), gradient2_limit (a short against a long average RTT). Each is a
 // plain value with update(sample) that a test can drive by hand.
 //
-// Sampling takes no lock: an admission reads the clock and the gate's count, a release reads the
-// clock and applies its sample only if no other thread is changing the limits (one exchange on
-// the limiter's turn): a sample that finds the turn taken is counted as skipped, never waited
-// for. adjust() waits for the turn. The gate's cap is set only in a turn, so it is always the
+// Sampling takes no lock of the limiter's: an admission reads the clock and the gate's count, a
+// release reads the clock and applies its sample only if no other thread is changing the limits
+// (one exchange on the limiter's turn): a sample that finds the turn taken is counted as skipped,
+// never waited for. A sample that moves the cap calls the gate's set_cap (lock-free when no thread
+// waits on the gate; docs/gate.md). adjust() waits for the turn. The gate's cap is set only in a turn, so it is always the
 // effective cap of the last change, never a stale one. The limiter owns the cap: a set_cap or
 // adjust called on the gate itself lasts until the limiter's next change of the cap.
 #pragma once
@@ -144,8 +146,9 @@ struct limiter_options {
   std::int64_t max = gate_limit;
   std::int64_t window = 1;
   std::int64_t unit = 1;
-  // sample_every: one admission in that many (on each thread) is timed and sampled; the others
-  // read no clock and sample nothing (clamped into [1, 2^20]). Each timed permit costs two reads of
+  // sample_every: each admission is timed and sampled with probability 1 / sample_every (a draw
+  // from the thread's own generator); the others read no clock, and their release, whatever its
+  // outcome, only gives the units back (clamped into [1, 2^20]). A timed permit costs two reads of
   // steady_clock and a sample (docs/limit.md, What sampling costs).
   std::int64_t sample_every = 1;
 };
@@ -153,18 +156,25 @@ struct limiter_options {
 struct limiter_stats {
   std::uint64_t applied = 0;  // samples taken (into a window, or by the algorithm when the window is 1)
   std::uint64_t skipped = 0;  // samples that found the turn taken (by a sample or an adjust)
-  std::uint64_t ignored = 0;  // outcome::ignored, or no time measured (an RTT of zero or below)
+  std::uint64_t ignored = 0;  // outcome::ignored, or an RTT of zero or below that was not a drop
+  // (timed permits and sample() calls only: a permit that sample_every left untimed counts nowhere)
 };
 
 namespace detail {
-// This thread's count down to its next timed admission (limiter_options::sample_every), shared by
-// the limiters it admits through: which admissions are timed need not follow each limiter's own.
-inline thread_local std::int64_t admissions_to_next_sample = 0;
-[[gnu::always_inline]] inline bool times_this_admission(std::int64_t every) noexcept {
-  if (every == 1) return true;
-  if (--admissions_to_next_sample > 0) return false;
-  admissions_to_next_sample = every;
-  return true;
+// Whether to time an admission: a draw of this thread's xorshift64 generator at or below the
+// limiter's threshold (UINT64_MAX / sample_every; UINT64_MAX: every admission, no draw). A draw,
+// not a count: one count shared by a thread's limiters would fall into step with admissions that
+// alternate between them, and starve one of samples.
+inline thread_local std::uint64_t sampling_draws = 0;
+[[gnu::always_inline]] inline bool times_this_admission(std::uint64_t threshold) noexcept {
+  if (threshold == UINT64_MAX) return true;
+  std::uint64_t x = sampling_draws;
+  if (x == 0) x = reinterpret_cast<std::uintptr_t>(&sampling_draws) * 0x9e3779b97f4a7c15u | 1u;  // a seed per thread
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  sampling_draws = x;
+  return x <= threshold;
 }
 
 // What a limiter keeps apart from its gate's type (lib/limit.cpp).
@@ -172,7 +182,8 @@ class limit_core {
  public:
   limit_core(limit_algorithm a, limiter_options o) noexcept;
   // The turn to change the limits, held by one thread at a time: a sample tries for it once, an
-  // adjust waits for it (yielding). Held, a change feeds the algorithm (sample) or moves the
+  // adjust waits for it (yielding). Held, its value names the process's fork generation, so that
+  // a forked child takes over a turn that a thread of its parent held (lib/limit.cpp). Held, a change feeds the algorithm (sample) or moves the
   // pressure cap (adjust), and answers the effective cap if it moved (0 if not), to be set on the
   // gate before the turn is given back.
   bool try_take_turn() noexcept;
@@ -183,7 +194,8 @@ class limit_core {
   std::int64_t effective() const noexcept;
   std::int64_t gate_cap(std::int64_t cap) const noexcept;       // cap x unit, at most gate_limit
   std::int64_t in_units(std::int64_t in_flight) const noexcept;  // in_flight / unit, rounded up
-  detail::atomic<bool> turn{false};
+  std::uint64_t sampling_threshold() const noexcept { return UINT64_MAX / static_cast<std::uint64_t>(options.sample_every); }
+  detail::atomic<std::uint64_t> turn{0};  // 0: free; else the holder's fork generation + 1
   limit_algorithm algorithm;
   const limiter_options options;
   // The window's samples so far, in a turn: RTTs summed (in ns), the highest count, any drop.
@@ -260,10 +272,12 @@ class limiter {
   }
 
   // A sample timed by the caller: for admissions made on the gate itself (async_admit), released
-  // with the gate's note_done. in_flight is in the gate's units (what its in_flight() said at the
-  // admission).
+  // with the gate's note_done, which comes after this call (once the units are back, a thread
+  // that waited for the gate to drain may destroy the limiter). in_flight is in the gate's units
+  // (what its in_flight() said at the admission). An RTT of zero or below counts as ignored,
+  // unless the work was dropped: a drop says enough without a time.
   void sample(std::chrono::nanoseconds rtt, std::int64_t in_flight, outcome how) noexcept {
-    if (how == outcome::ignored || rtt.count() <= 0) {  // no time measured: nothing to learn
+    if (how == outcome::ignored || (rtt.count() <= 0 && how != outcome::dropped)) {  // nothing to learn
       core_.ignored.fetch_add(1, std::memory_order_relaxed);  // a statistic: orders nothing
       return;
     }
@@ -284,6 +298,7 @@ class limiter {
     core_.give_turn();
   }
 
+  // The figures, relaxed: written in turns, they order nothing for their readers.
   [[nodiscard]] std::int64_t limit() const noexcept { return core_.limit.load(std::memory_order_relaxed); }
   [[nodiscard]] std::int64_t pressure_cap() const noexcept { return core_.pressure_cap.load(std::memory_order_relaxed); }
   // The effective cap, min(limit, pressure_cap) within [min, max]: the gate's cap is this times
@@ -299,7 +314,7 @@ class limiter {
   friend class timed_permit<Gate>;
   timed_permit<Gate> admitted(std::int64_t n) noexcept {
     const std::int64_t units = n > 0 ? n : 0;  // the gate counts a weight below zero as zero
-    if (!detail::times_this_admission(core_.options.sample_every)) return timed_permit<Gate>(this, units, -1, {});
+    if (!detail::times_this_admission(core_.sampling_threshold())) return timed_permit<Gate>(this, units, -1, {});
     return timed_permit<Gate>(this, units, gate_.in_flight(), std::chrono::steady_clock::now());
   }
   // The sample first, the units last: once note_done has run, a thread that waited for the

@@ -10,11 +10,18 @@
 // registry's mutex while it holds one of its own.
 #pragma once
 
+#include <cstdint>
+
 namespace sluice::detail {
 
 // Whether this thread is running the fork handlers, from the prepare to the parent's or child's:
 // a call it makes meanwhile (from another library's handler) must not wait for the fork.
 bool this_thread_forks() noexcept;
+
+// How many forks separate this process from the first of its ancestors that called this: 0 there
+// and in its other descendants' parents, one more in each child. The first call installs the
+// fork handlers that count (sluice::limiter's turn names the generation of its holder).
+std::uint64_t fork_generation() noexcept;
 
 class fork_aware {
  public:
