@@ -1,5 +1,5 @@
-// sluice._sluice: the gate and the pool as a Python extension (pybind11). The package `sluice`
-// (python/sluice/__init__.py) re-exports it and adds what is written in Python: admit_async.
+// sluice._sluice: the gate, the limiter and the pool as a Python extension (pybind11). The package
+// `sluice` (python/sluice/__init__.py) re-exports it and adds what is written in Python: admit_async.
 //
 // Python's rules, kept here: a wait releases the GIL and wakes for signals (so that Ctrl-C
 // reaches a thread in admit()); bad arguments raise TypeError or ValueError; no call reaches
@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "sluice/gate.hpp"
+#include "sluice/limit.hpp"
 #include "sluice/pool.hpp"
 
 namespace py = pybind11;
@@ -643,6 +644,334 @@ void bind_gate(py::module_& m, const char* name, const char* doc) {
       });
 }
 
+// ---- the limiter --------------------------------------------------------------------------------
+//
+// sluice.Limiter is sluice::limiter<sluice::gate> (docs/limit.md): it owns its Gate's cap. The
+// algorithms (AIMD, Vegas, Gradient2) are the C++ values, which a Limiter copies when it is made.
+// Every call runs with the GIL held but Limiter.admit's wait, so no two Python threads are ever
+// in the limiter's turn at once: a Python sample is never skipped.
+
+// A real number (a ratio, a smoothing): an int or a float, not a bool or a str. NaN passes: the
+// algorithms take their default for it (docs/limit.md); an int past a float's range is +-inf.
+double real_arg(py::handle v, const char* name) {
+  if (PyBool_Check(v.ptr()) || !PyNumber_Check(v.ptr()) || PyUnicode_Check(v.ptr())) {
+    throw py::type_error(std::string(name) + " must be a number, not " + Py_TYPE(v.ptr())->tp_name);
+  }
+  const double x = PyFloat_AsDouble(v.ptr());
+  if (x == -1.0 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw py::error_already_set();
+    PyErr_Clear();
+    const bool negative = PyObject_RichCompareBool(v.ptr(), py::int_(0).ptr(), Py_LT) == 1;
+    return negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  }
+  return x;
+}
+
+// A duration in seconds (an RTT, AIMD's timeout): NaN or below zero raises ValueError, as a
+// wait's timeout does; inf, and anything past int64 nanoseconds (292 years), saturates.
+std::chrono::nanoseconds duration_arg(py::handle v, const char* name) {
+  const double t = real_arg(v, name);
+  if (std::isnan(t) || t < 0) throw py::value_error(std::string(name) + " must be a number of seconds >= 0");
+  const double ns = t * 1e9;
+  if (ns >= 9.2e18) return std::chrono::nanoseconds::max();
+  return std::chrono::nanoseconds(std::llround(ns));
+}
+
+// An integer option (a limit, a window, a unit): an int of any size, not a bool, clamped into
+// [lo, hi]; the algorithms and the limiter clamp it further, as docs/limit.md says.
+std::int64_t int_option(py::handle v, const char* name, std::int64_t lo = std::numeric_limits<std::int64_t>::min(),
+                        std::int64_t hi = std::numeric_limits<std::int64_t>::max()) {
+  if (PyBool_Check(v.ptr())) throw py::type_error(std::string(name) + " must be an int, not bool");
+  return clamped(v, name, lo, hi);
+}
+
+// A count in flight (a sample's): an int >= 0, not a bool; ValueError below zero; saturates above.
+std::int64_t count_arg(py::handle v, const char* name) {
+  const std::int64_t n = int_option(v, name, -1, std::numeric_limits<std::int64_t>::max());
+  if (n < 0) throw py::value_error(std::string(name) + " must be >= 0");
+  return n;
+}
+
+std::uint64_t seed_arg(py::handle v) {
+  if (PyBool_Check(v.ptr())) throw py::type_error("seed must be an int, not bool");
+  const py::int_ i = integer(v, "seed");
+  const unsigned long long x = PyLong_AsUnsignedLongLong(i.ptr());
+  if (x == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();  // negative, or 2**64 and above
+    throw py::value_error("seed must be in [0, 2**64)");
+  }
+  return x;
+}
+
+sluice::outcome outcome_of(py::handle o) {
+  if (py::isinstance<sluice::outcome>(o)) return o.cast<sluice::outcome>();
+  if (py::isinstance<py::str>(o)) {
+    const auto s = o.cast<std::string>();
+    if (s == "done") return sluice::outcome::done;
+    if (s == "dropped") return sluice::outcome::dropped;
+    if (s == "ignored") return sluice::outcome::ignored;
+    throw py::value_error("outcome must be 'done', 'dropped' or 'ignored' (or sluice.Outcome), not '" + s + "'");
+  }
+  throw py::type_error(std::string("outcome must be a str or sluice.Outcome, not ") + Py_TYPE(o.ptr())->tp_name);
+}
+
+double in_seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
+
+// What the three algorithms' classes share: the limit, and update() to drive one by hand.
+template <class Alg>
+py::class_<Alg>& bind_algorithm_calls(py::class_<Alg>& cls, const char* name) {
+  return class_fixed(cls)
+      .def_property_readonly("limit", [](py::handle a) { return live<Alg>(a).limit(); }, "The limit now.")
+      .def("update",
+           [](py::handle a, py::handle rtt, py::handle in_flight, bool dropped) {
+             Alg& alg = live<Alg>(a);
+             return alg.update({duration_arg(rtt, "rtt"), count_arg(in_flight, "in_flight"), dropped});
+           },
+           py::arg("rtt"), py::arg("in_flight"), py::arg("dropped") = false,
+           "Takes one sample (rtt in seconds; in_flight: the count at its admission, its own included)\n"
+           "and answers the new limit. An rtt of 0 changes nothing but a drop's. For driving the algorithm by hand:\n"
+           "a Limiter works on its own copy.")
+      .def("__repr__", [name](py::handle a) {
+        return "<sluice." + std::string(name) + " limit=" + std::to_string(live<Alg>(a).limit()) + ">";
+      });
+}
+
+// The Python Limiter: the C++ limiter and what keeps its gate alive.
+struct py_limiter {
+  py_limiter(py::object g, std::shared_ptr<sluice::gate> c, sluice::limit_algorithm a, sluice::limiter_options o)
+      : gate_object(std::move(g)), gate(std::move(c)), limiter(*gate, std::move(a), o) {}
+  py::object gate_object;              // the Python Gate: Limiter.gate
+  std::shared_ptr<sluice::gate> gate;  // its C++ gate, which the limiter refers to
+  sluice::limiter<sluice::gate> limiter;
+};
+
+// sluice.TimedPermit: a sluice::timed_permit, made by limiter::adopt once the units are admitted
+// (Limiter.admit waits on the gate itself, in slices, for signals, counted as one wait).
+struct py_timed_permit {
+  py_timed_permit(py::object o, py_limiter& l, std::int64_t n) : owner(std::move(o)), permit(l.limiter.adopt(n)) {}
+  py_timed_permit(const py_timed_permit&) = delete;
+  py_timed_permit& operator=(const py_timed_permit&) = delete;
+  // Collected while held: the units go back unsampled. Unlike C++'s destructor (done), a Python
+  // object is collected when the collector gets to it, which times nothing of the service.
+  ~py_timed_permit() { release(sluice::outcome::ignored); }
+
+  void release(sluice::outcome how) noexcept { permit.release(how); }  // the sample, then the units; once
+  bool held() const noexcept { return static_cast<bool>(permit); }
+
+  py::object owner;  // the Limiter, alive while the permit lives (declared first: destroyed last)
+  sluice::timed_permit<sluice::gate> permit;
+};
+
+py::object timed(py::handle limiter, py_limiter& l, std::int64_t n) {
+  return py::cast(std::make_unique<py_timed_permit>(py::reinterpret_borrow<py::object>(limiter), l, n));
+}
+
+sluice::limit_algorithm algorithm_of(py::handle a) {
+  if (py::isinstance<sluice::aimd_limit>(a)) return live<sluice::aimd_limit>(a);
+  if (py::isinstance<sluice::vegas_limit>(a)) return live<sluice::vegas_limit>(a);
+  if (py::isinstance<sluice::gradient2_limit>(a)) return live<sluice::gradient2_limit>(a);
+  throw py::type_error(std::string("algorithm must be a sluice.AIMD, sluice.Vegas or sluice.Gradient2, not ") +
+                       Py_TYPE(a.ptr())->tp_name);
+}
+
+void bind_limiter(py::module_& m) {
+  py::enum_<sluice::outcome>(m, "Outcome", "How an admitted piece of work ended (TimedPermit.release, Limiter.sample).")
+      .value("DONE", sluice::outcome::done, "a sample")
+      .value("DROPPED", sluice::outcome::dropped, "a sample marked as a drop: the service shed the work or it timed out")
+      .value("IGNORED", sluice::outcome::ignored, "no sample: a cancelled request says nothing of the latency");
+
+  py::class_<sluice::aimd_limit> aimd(m, "AIMD",
+                                      "Additive increase, multiplicative decrease: +1 per sample while half the limit\n"
+                                      "is in flight; times backoff_ratio (at least -1) on a drop or an RTT past timeout.",
+                                      py::is_final());
+  bind_algorithm_calls(aimd, "AIMD")
+      .def(py::init([](py::handle initial_limit, py::handle backoff_ratio, py::handle timeout, py::handle min_limit,
+                       py::handle max_limit) {
+             return sluice::aimd_limit{{.initial_limit = int_option(initial_limit, "initial_limit"),
+                                        .backoff_ratio = real_arg(backoff_ratio, "backoff_ratio"),
+                                        .timeout = duration_arg(timeout, "timeout"),
+                                        .min_limit = int_option(min_limit, "min_limit"),
+                                        .max_limit = int_option(max_limit, "max_limit")}};
+           }),
+           py::kw_only(), py::arg("initial_limit") = 10, py::arg("backoff_ratio") = 0.9, py::arg("timeout") = 5.0,
+           py::arg("min_limit") = 1, py::arg("max_limit") = 200,
+           "backoff_ratio clamped into [0.5, 1) (NaN: 0.9); timeout in seconds (at least 1 ns, inf: never);\n"
+           "the limits clamped into [1, GATE_LIMIT], max_limit at least min_limit, initial_limit between.");
+
+  py::class_<sluice::vegas_limit> vegas(m, "Vegas",
+                                        "TCP Vegas' queue estimate, limit x (1 - lowest RTT / RTT), against log10 thresholds.",
+                                        py::is_final());
+  bind_algorithm_calls(vegas, "Vegas")
+      .def(py::init([](py::handle initial_limit, py::handle max_limit, py::handle smoothing, py::handle probe_multiplier,
+                       py::handle seed) {
+             return sluice::vegas_limit{{.initial_limit = int_option(initial_limit, "initial_limit"),
+                                         .max_limit = int_option(max_limit, "max_limit"),
+                                         .smoothing = real_arg(smoothing, "smoothing"),
+                                         .probe_multiplier = real_arg(probe_multiplier, "probe_multiplier"),
+                                         .seed = seed_arg(seed)}};
+           }),
+           py::kw_only(), py::arg("initial_limit") = 20, py::arg("max_limit") = 1000, py::arg("smoothing") = 1.0,
+           py::arg("probe_multiplier") = 30.0, py::arg("seed") = 0,
+           "smoothing clamped into [0, 1] (NaN: 1); probe_multiplier at least 0 (NaN: 30; inf: no probe);\n"
+           "seed of the probes' jitter (0: from the system); the limits within [1, max_limit].")
+      .def_property_readonly("rtt_noload", [](py::handle v) { return in_seconds(live<sluice::vegas_limit>(v).rtt_noload()); },
+                             "The lowest RTT seen (or the last probe's), in seconds; 0 before the first sample.");
+
+  py::class_<sluice::gradient2_limit> gradient2(m, "Gradient2",
+                                                "A long average RTT against the sample's: limit x gradient + queue_size, smoothed.\n"
+                                                "Drops are not read: its signal is the RTT alone.",
+                                                py::is_final());
+  bind_algorithm_calls(gradient2, "Gradient2")
+      .def(py::init([](py::handle initial_limit, py::handle min_limit, py::handle max_limit, py::handle smoothing,
+                       py::handle queue_size, py::handle long_window) {
+             return sluice::gradient2_limit{{.initial_limit = int_option(initial_limit, "initial_limit"),
+                                             .min_limit = int_option(min_limit, "min_limit"),
+                                             .max_limit = int_option(max_limit, "max_limit"),
+                                             .smoothing = real_arg(smoothing, "smoothing"),
+                                             .queue_size = real_arg(queue_size, "queue_size"),
+                                             .long_window = static_cast<int>(int_option(long_window, "long_window",
+                                                                                        std::numeric_limits<int>::min(),
+                                                                                        std::numeric_limits<int>::max()))}};
+           }),
+           py::kw_only(), py::arg("initial_limit") = 20, py::arg("min_limit") = 20, py::arg("max_limit") = 200,
+           py::arg("smoothing") = 0.2, py::arg("queue_size") = 4.0, py::arg("long_window") = 600,
+           "smoothing clamped into [0, 1] (NaN: 0.2); queue_size into [0, GATE_LIMIT] (not finite: 4);\n"
+           "long_window into [1, 2**30]; the limits into [1, GATE_LIMIT], max_limit at least min_limit.")
+      .def_property_readonly("long_rtt", [](py::handle g) { return live<sluice::gradient2_limit>(g).long_rtt_ns() / 1e9; },
+                             "The long average RTT, in seconds; 0 before the first sample.");
+
+  py::class_<sluice::limiter_stats> stats(m, "LimiterStats", "A limiter's statistics (Limiter.stats()): counts of samples.",
+                                          py::is_final());
+  made_by_the_module_only(class_fixed(stats));
+  stats
+      .def_readonly("applied", &sluice::limiter_stats::applied, "samples taken by the algorithm (or into a window)")
+      .def_readonly("skipped", &sluice::limiter_stats::skipped,
+                    "samples that found another thread changing the limits (none from Python: the GIL serializes)")
+      .def_readonly("ignored", &sluice::limiter_stats::ignored, "Outcome.IGNORED, or an RTT of 0 that was not a drop")
+      .def("__repr__", [](const sluice::limiter_stats& s) {
+        return "LimiterStats(applied=" + std::to_string(s.applied) + ", skipped=" + std::to_string(s.skipped) +
+               ", ignored=" + std::to_string(s.ignored) + ")";
+      });
+
+  py::class_<py_timed_permit> permit_class(m, "TimedPermit",
+                                           "An admission of n through a Limiter (try_admit, admit): release(outcome) gives\n"
+                                           "the units back and samples the time since the admission.",
+                                           py::is_final());
+  made_by_the_module_only(class_fixed(permit_class));
+  permit_class
+      .def("release", [](py::handle p, py::handle how) { live<py_timed_permit>(p).release(outcome_of(how)); },
+           py::arg("outcome") = sluice::outcome::done,
+           "Samples how the work ended (Outcome.DONE, DROPPED, IGNORED, or 'done', 'dropped', 'ignored') and\n"
+           "gives the units back. Once: a released permit's release does nothing. A permit collected\n"
+           "while held gives its units back as IGNORED (its collection times nothing of the service).")
+      .def_property_readonly("units", [](py::handle p) {
+             return live<py_timed_permit>(p).permit.units();
+           },
+           "The units held: n until the release, 0 after.")
+      .def_property_readonly("held", [](py::handle p) { return live<py_timed_permit>(p).held(); },
+                             "Whether it still holds its admission (not released).")
+      .def("__enter__",
+           [](py::handle p) {
+             if (!live<py_timed_permit>(p).held()) throw py::value_error("this permit was released: admit again for a new block");
+             return py::reinterpret_borrow<py::object>(p);
+           },
+           "The permit itself.")
+      .def("__exit__",
+           [](py::handle p, py::handle exc_type, py::handle, py::handle) {
+             // An exception is a failure of the work (DROPPED: the limit backs off); a BaseException
+             // that is not one (KeyboardInterrupt, SystemExit, asyncio.CancelledError) is the
+             // caller's, and says nothing of the service (IGNORED).
+             sluice::outcome how = sluice::outcome::done;
+             if (!exc_type.is_none()) {
+               const int failed = PyObject_IsSubclass(exc_type.ptr(), PyExc_Exception);
+               if (failed < 0) throw py::error_already_set();
+               how = failed == 1 ? sluice::outcome::dropped : sluice::outcome::ignored;
+             }
+             live<py_timed_permit>(p).release(how);
+             return false;
+           },
+           "Releases, unless released in the block: DONE when the block ended normally, DROPPED when it\n"
+           "raised an Exception, IGNORED for any other BaseException (KeyboardInterrupt, CancelledError).")
+      .def("__repr__", [](py::handle p) {
+        const py_timed_permit& t = live<py_timed_permit>(p);
+        return "<sluice.TimedPermit units=" + std::to_string(t.permit.units()) + (t.held() ? " held" : " released") + ">";
+      });
+
+  py::class_<py_limiter> limiter_class(m, "Limiter",
+                                       "Owns a Gate's cap: the smaller of a latency limit (an algorithm fed by the admissions'\n"
+                                       "round trips) and a pressure cap (adjust), within [min, max].",
+                                       py::is_final());
+  class_fixed(limiter_class)
+      .def(py::init([](py::handle gate, py::handle algorithm, py::handle min, py::handle max, py::handle window,
+                       py::handle unit, py::handle sample_every) {
+             if (!py::isinstance<sluice::gate>(gate)) {
+               throw py::type_error(std::string("gate must be a sluice.Gate (a MutexGate has no limiter), not ") +
+                                    Py_TYPE(gate.ptr())->tp_name);
+             }
+             std::shared_ptr<sluice::gate> held = holder_of<sluice::gate>(gate);
+             sluice::limit_algorithm alg = algorithm_of(algorithm);
+             const sluice::limiter_options options{int_option(min, "min"), int_option(max, "max"),
+                                                   int_option(window, "window"), int_option(unit, "unit"),
+                                                   int_option(sample_every, "sample_every")};
+             return new py_limiter(py::reinterpret_borrow<py::object>(gate), std::move(held), std::move(alg), options);
+           }),
+           py::arg("gate"), py::arg("algorithm"), py::kw_only(), py::arg("min") = 1, py::arg("max") = sluice::gate_limit,
+           py::arg("window") = 1, py::arg("unit") = 1, py::arg("sample_every") = 1,
+           "A limiter of gate (kept alive while the limiter lives) by a copy of algorithm (AIMD, Vegas,\n"
+           "Gradient2); sets the gate's cap at once. min, max: the cap's bounds, clamped into [1, GATE_LIMIT],\n"
+           "max at least min; window: samples taken as one (mean RTT, highest count, any drop), in\n"
+           "[1, 2**20]; unit: gate units per unit of the limits, in [1, GATE_LIMIT]; sample_every: each\n"
+           "admission timed with probability 1 / sample_every, in [1, 2**20] (the rest only give their\n"
+           "units back). The limiter owns the cap: Gate.set_cap or Gate.adjust last until its next change.")
+      .def("try_admit",
+           [](py::handle self, py::handle n) -> py::object {
+             py_limiter& l = live<py_limiter>(self);
+             const std::int64_t units = weight_arg(n);
+             if (!l.gate->try_admit(units)) return py::none();
+             return timed(self, l, units);
+           },
+           py::arg("n") = 1,
+           "Gate.try_admit(n): a TimedPermit, or None when refused (no room, n above GATE_LIMIT, the gate\n"
+           "closed). n = 0 is admitted at once.")
+      .def("admit",
+           [](py::handle self, py::handle timeout, py::handle n) -> py::object {
+             py_limiter& l = live<py_limiter>(self);
+             const std::int64_t units = weight_to_wait_for(n);
+             if (!admit(*l.gate, seconds(timeout), units)) return py::none();
+             return timed(self, l, units);
+           },
+           py::arg("timeout") = py::none(), py::kw_only(), py::arg("n") = 1,
+           "Gate.admit(timeout, n=n) (GIL released, signals let through): a TimedPermit, or None when\n"
+           "timeout (seconds) passed first. GateClosed when the gate is closed; ValueError for n above\n"
+           "GATE_LIMIT. The permit is timed from the admission, not from the start of the wait.")
+      .def("sample",
+           [](py::handle self, py::handle rtt, py::handle in_flight, py::handle how) {
+             live<py_limiter>(self).limiter.sample(duration_arg(rtt, "rtt"), count_arg(in_flight, "in_flight"), outcome_of(how));
+           },
+           py::arg("rtt"), py::arg("in_flight"), py::arg("outcome") = sluice::outcome::done,
+           "A sample timed by the caller, for work admitted on the gate itself (admit_async): rtt in\n"
+           "seconds (0: counted as ignored unless dropped: a drop needs no time), in_flight the gate's\n"
+           "count at the admission (gate units). Call it before the work's Gate.note_done.")
+      .def("adjust", [](py::handle self, py::handle p) { live<py_limiter>(self).limiter.adjust(pressure_of(p)); },
+           py::arg("pressure"),
+           "The pressure cap: 'ok' +1 up to max, 'soft' and 'hard' -1 down to min (or a sluice.Pressure).")
+      .def_property_readonly("limit", [](py::handle self) { return live<py_limiter>(self).limiter.limit(); },
+                             "The algorithm's latency limit (in the limits' units).")
+      .def_property_readonly("pressure_cap", [](py::handle self) { return live<py_limiter>(self).limiter.pressure_cap(); },
+                             "The cap that adjust moves; max to begin with.")
+      .def_property_readonly("cap", [](py::handle self) { return live<py_limiter>(self).limiter.cap(); },
+                             "min(limit, pressure_cap) within [min, max]: the gate's cap is this times the unit\n"
+                             "(at most GATE_LIMIT), or 0 once the gate is closed.")
+      .def_property_readonly("gate", [](py::handle self) { return live<py_limiter>(self).gate_object; }, "The Gate it limits.")
+      .def("stats", [](py::handle self) { return live<py_limiter>(self).limiter.stats(); },
+           "The samples so far (sluice.LimiterStats): applied, skipped, ignored.")
+      .def("__repr__", [](py::handle self) {
+        const sluice::limiter<sluice::gate>& l = live<py_limiter>(self).limiter;
+        return "<sluice.Limiter limit=" + std::to_string(l.limit()) + " pressure_cap=" + std::to_string(l.pressure_cap()) +
+               " cap=" + std::to_string(l.cap()) + ">";
+      });
+}
+
 // ---- buffers ------------------------------------------------------------------------------------
 
 // A buffer from a pool. Its bytes are reached through the buffer protocol (memoryview(b)); while
@@ -804,6 +1133,7 @@ PYBIND11_MODULE(_sluice, m) {
   bind_gate<sluice::mutex_gate>(m, "MutexGate",
                                 "Gate's twin over a mutex: the same calls and answers. As any mutex, not for a\n"
                                 "child forked while another thread was inside one of its calls (Gate is).");
+  bind_limiter(m);
 
   py::class_<sluice::pool_stats> stats(m, "PoolStats", "A pool's statistics (Pool.stats).", py::is_final());
   made_by_the_module_only(class_fixed(stats));

@@ -439,3 +439,17 @@ TEST_CASE("a forked child takes over a turn that a thread of its parent held") {
   stop = true;
   busy.join();
 }
+
+TEST_CASE("adopt: a timed permit for units admitted on the gate itself") {
+  sluice::gate g{10};
+  sluice::limiter lim{g, sluice::aimd_limit{}};
+  REQUIRE(g.try_admit(3));  // as async_admit would have
+  {
+    auto p = lim.adopt(3);
+    CHECK(p.units() == 3);
+    CHECK(g.in_flight() == 3);
+  }
+  CHECK(g.in_flight() == 0);
+  CHECK(lim.stats().applied == 1);
+  CHECK(lim.limit() == 10);  // 3 in flight at the adoption: 3 x 2 < 10, no growth
+}

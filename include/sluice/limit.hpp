@@ -10,6 +10,7 @@
 //   limiter(g, algorithm, {min, max, window, unit, sample_every})  sets g's cap to the algorithm's
 //                    initial limit, clamped
 //   try_admit(n), admit(n), try_admit_for(n, d)   the gate's, answering a timed_permit
+//   adopt(n)         a timed_permit for n units admitted on the gate itself (async_admit)
 //   sample(rtt, in_flight, outcome)  a sample timed by the caller (async admissions)
 //   adjust(p)        the pressure cap: ok +1 up to max, soft and hard -1 down to min
 //   limit(), pressure_cap(), cap(), stats()   the latency limit, the pressure cap, the cap set
@@ -270,6 +271,10 @@ class limiter {
   [[nodiscard]] timed_permit<Gate> try_admit_for(std::int64_t n, const std::chrono::duration<Rep, Period>& d) {
     return gate_.try_admit_for(n, d) ? admitted(n) : timed_permit<Gate>{};
   }
+
+  // A timed permit for n units already admitted on the gate itself (by its admit, async_admit or
+  // try_admit), timed from now: the permit gives them back at its release, sampled as any other.
+  [[nodiscard]] timed_permit<Gate> adopt(std::int64_t n) noexcept { return admitted(n); }
 
   // A sample timed by the caller: for admissions made on the gate itself (async_admit), released
   // with the gate's note_done, which comes after this call (once the units are back, a thread

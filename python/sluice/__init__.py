@@ -1,4 +1,4 @@
-"""sluice: a lock-free admission gate and a bounded buffer pool, from Python.
+"""sluice: a lock-free admission gate, its latency limiter and a bounded buffer pool, from Python.
 
     g = sluice.Gate(cap=4)                 # sluice.MutexGate alike
     g.note_submitted(); g.note_done()      # never block; done never goes below zero
@@ -10,10 +10,16 @@
     g.note_submitted(n); g.note_done(n)    # each call with a weight n (default 1)
     g.close()                              # for good: waits raise sluice.GateClosed
 
+    lim = sluice.Limiter(g, sluice.Vegas(), min=1, max=64)   # owns g's cap (sluice.AIMD, sluice.Gradient2)
+    with lim.admit(timeout=None) as p: ...   # a TimedPermit; its release samples the latency:
+                                           # Outcome.DONE, DROPPED if the block raised an Exception
+    p = lim.try_admit(n)                   # -> TimedPermit or None; p.release(sluice.Outcome.DROPPED)
+    lim.adjust("soft"); lim.limit, lim.pressure_cap, lim.cap, lim.stats()
+
     p = sluice.Pool(bound=1024, ceiling=4 << 20)   # sluice.MutexPool alike
     b = p.acquire(n); memoryview(b)[:] = ...; p.retire(b)
 
-The gates and pools are sluice's C++ ones (sluice._sluice); admit_async is written here, on the
+The gates, the limiter and the pools are sluice's C++ ones (sluice._sluice); admit_async is written here, on the
 gates' own async waiters: no thread is started (the module's thread count is zero).
 """
 
@@ -23,11 +29,13 @@ import os
 import weakref
 
 from sluice import _sluice
-from sluice._sluice import (GATE_LIMIT, Buffer, GateClosed, GatePermit, GateStats, MutexGatePermit, MutexPool, Pool,
-                            PoolStats, Pressure)
+from sluice._sluice import (AIMD, GATE_LIMIT, Buffer, GateClosed, GatePermit, GateStats, Gradient2, Limiter,
+                            LimiterStats, MutexGatePermit, MutexPool, Outcome, Pool, PoolStats, Pressure, TimedPermit,
+                            Vegas)
 
-__all__ = ["GATE_LIMIT", "Buffer", "Gate", "GateClosed", "GatePermit", "GateStats", "MutexGate", "MutexGatePermit",
-           "MutexPool", "Pool", "PoolStats", "Pressure"]
+__all__ = ["AIMD", "GATE_LIMIT", "Buffer", "Gate", "GateClosed", "GatePermit", "GateStats", "Gradient2", "Limiter",
+           "LimiterStats", "MutexGate", "MutexGatePermit", "MutexPool", "Outcome", "Pool", "PoolStats", "Pressure",
+           "TimedPermit", "Vegas"]
 
 # admit_async waits on the gate's own queue of async waiters, as <sluice/asio.hpp> does, with an
 # event loop where Asio has an executor; it starts no thread. Each event loop that waits gets a

@@ -1,4 +1,4 @@
-"""Type stubs of sluice: a lock-free admission gate and a bounded buffer pool."""
+"""Type stubs of sluice: a lock-free admission gate, its latency limiter and a bounded buffer pool."""
 
 from types import TracebackType
 from typing import ClassVar, Literal, Optional, Self, SupportsFloat, SupportsIndex, Type, Union
@@ -86,6 +86,125 @@ class Gate(_GateCalls):
 
 class MutexGate(_GateCalls):
     """Gate's twin over a mutex: the same calls and answers."""
+
+class Outcome:
+    """How an admitted piece of work ended (TimedPermit.release, Limiter.sample); a pybind11 enum."""
+
+    DONE: ClassVar["Outcome"]
+    DROPPED: ClassVar["Outcome"]
+    IGNORED: ClassVar["Outcome"]
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+    def __int__(self) -> int: ...
+
+_Ending = Union[Outcome, Literal["done", "dropped", "ignored"]]
+
+class _AlgorithmCalls:  # what AIMD, Vegas and Gradient2 have (not a class at run time)
+    @property
+    def limit(self) -> int: ...
+    def update(self, rtt: SupportsFloat, in_flight: SupportsIndex, dropped: bool = False) -> int: ...
+
+class AIMD(_AlgorithmCalls):
+    """Additive increase, multiplicative decrease on a drop or an RTT past timeout."""
+
+    def __init__(
+        self,
+        *,
+        initial_limit: SupportsIndex = 10,
+        backoff_ratio: SupportsFloat = 0.9,
+        timeout: SupportsFloat = 5.0,
+        min_limit: SupportsIndex = 1,
+        max_limit: SupportsIndex = 200,
+    ) -> None: ...
+
+class Vegas(_AlgorithmCalls):
+    """TCP Vegas' queue estimate from the lowest RTT seen, against log10 thresholds."""
+
+    def __init__(
+        self,
+        *,
+        initial_limit: SupportsIndex = 20,
+        max_limit: SupportsIndex = 1000,
+        smoothing: SupportsFloat = 1.0,
+        probe_multiplier: SupportsFloat = 30.0,
+        seed: SupportsIndex = 0,
+    ) -> None: ...
+    @property
+    def rtt_noload(self) -> float: ...
+
+class Gradient2(_AlgorithmCalls):
+    """A long average RTT against the sample's; drops are not read."""
+
+    def __init__(
+        self,
+        *,
+        initial_limit: SupportsIndex = 20,
+        min_limit: SupportsIndex = 20,
+        max_limit: SupportsIndex = 200,
+        smoothing: SupportsFloat = 0.2,
+        queue_size: SupportsFloat = 4.0,
+        long_window: SupportsIndex = 600,
+    ) -> None: ...
+    @property
+    def long_rtt(self) -> float: ...
+
+class LimiterStats:
+    """A limiter's counts of samples (Limiter.stats())."""
+
+    @property
+    def applied(self) -> int: ...
+    @property
+    def skipped(self) -> int: ...
+    @property
+    def ignored(self) -> int: ...
+
+class TimedPermit:
+    """An admission through a Limiter; release(outcome) gives its units back and samples its latency.
+    As a context manager: DONE, DROPPED when the block raised an Exception, IGNORED for another
+    BaseException."""
+
+    def release(self, outcome: _Ending = ...) -> None: ...
+    @property
+    def units(self) -> int: ...
+    @property
+    def held(self) -> bool: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class Limiter:
+    """Owns a Gate's cap: min(latency limit, pressure cap) within [min, max]."""
+
+    def __init__(
+        self,
+        gate: Gate,
+        algorithm: Union[AIMD, Vegas, Gradient2],
+        *,
+        min: SupportsIndex = 1,
+        max: SupportsIndex = ...,  # GATE_LIMIT
+        window: SupportsIndex = 1,
+        unit: SupportsIndex = 1,
+        sample_every: SupportsIndex = 1,
+    ) -> None: ...
+    def try_admit(self, n: SupportsIndex = 1) -> Optional[TimedPermit]: ...
+    def admit(self, timeout: _Timeout = None, *, n: SupportsIndex = 1) -> Optional[TimedPermit]: ...
+    def sample(self, rtt: SupportsFloat, in_flight: SupportsIndex, outcome: _Ending = ...) -> None: ...
+    def adjust(self, pressure: _Level) -> None: ...
+    @property
+    def limit(self) -> int: ...
+    @property
+    def pressure_cap(self) -> int: ...
+    @property
+    def cap(self) -> int: ...
+    @property
+    def gate(self) -> Gate: ...
+    def stats(self) -> LimiterStats: ...
 
 class PoolStats:
     @property

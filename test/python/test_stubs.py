@@ -24,7 +24,8 @@ def test_the_stubs_name_what_the_module_has():
 
 
 def test_every_public_call_has_a_docstring():
-    for cls in (sluice.Gate, sluice.MutexGate, sluice.Pool, sluice.MutexPool, sluice.Buffer):
+    for cls in (sluice.Gate, sluice.MutexGate, sluice.Pool, sluice.MutexPool, sluice.Buffer, sluice.Limiter,
+                sluice.TimedPermit, sluice.AIMD, sluice.Vegas, sluice.Gradient2):
         for name in dir(cls):
             if not name.startswith("_"):
                 assert getattr(cls, name).__doc__, f"{cls.__name__}.{name}"
