@@ -453,3 +453,14 @@ TEST_CASE("adopt: a timed permit for units admitted on the gate itself") {
   CHECK(lim.stats().applied == 1);
   CHECK(lim.limit() == 10);  // 3 in flight at the adoption: 3 x 2 < 10, no growth
 }
+
+TEST_CASE_TEMPLATE("refresh: the limiter's cap back on the gate after a set_cap of the program's", G, GATES) {
+  G g{1};
+  sluice::limiter lim{g, sluice::aimd_limit{}, {.unit = 2}};
+  CHECK(g.cap() == 20);
+  g.set_cap(100);  // opened by hand, for a heavy wait
+  lim.adjust(pressure::ok);  // the pressure cap at its maximum already: the cap does not move
+  CHECK(g.cap() == 100);
+  lim.refresh();
+  CHECK(g.cap() == 20);
+}

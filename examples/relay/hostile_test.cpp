@@ -417,10 +417,15 @@ TEST_CASE("10. large frames that race for one destination never pass its bound t
   // A window of two units; six guests send 1 MiB frames to rank 1 at once. Each frame is larger
   // than the window, so it counts as the whole window and goes alone: one in flight at a time.
   // The frames waiting (6 MiB) keep the pressure hard, which takes the window down to one unit;
-  // only the controller's opening of a starved window lets each next one in.
-  for (int round = 0; round < 3; ++round) {
+  // only the controller's opening of a starved window lets each next one in. The same with each
+  // latency limit, which must not keep a starved window shut either (README, Latency limits).
+  for (const limit_kind limit : {limit_kind::none, limit_kind::none, limit_kind::none, limit_kind::aimd,
+                                 limit_kind::vegas, limit_kind::gradient2}) {
+    const std::string limit_name = to_string(limit);
+    CAPTURE(limit_name);
     hub_options o = options(2);
     o.budget = 2 * 2 * admission_unit;  // each destination's share: 2 units
+    o.limit = limit;
     hub<sluice::pool> h(o, {});
     h.start();
     client a(h.port()), b(h.port());
@@ -666,4 +671,51 @@ TEST_CASE("17. at the end, frames waiting for a window that will not open do not
   a.cut();
   b.cut();
   flooding.join();
+}
+
+// ---- and what latency limits changed (issue 36) ----
+
+TEST_CASE("18. a latency limit below a waiting frame's units does not hold it for ever") {
+  // Each window of 32 units (2 MiB) is owned by a limiter. Six guests send 1 MiB frames (16
+  // units) to rank 1 at once: Vegas and Gradient2 read the frames queued behind each other as
+  // queueing and take their limit below 16, and a limit moves only on the samples of frames
+  // written. With nothing in flight the window starves; the controller must open it past the
+  // limiter (the relay with --limit=vegas --ranks=8 --sizes=fixed:1M stopped without that).
+  for (const limit_kind limit : {limit_kind::aimd, limit_kind::vegas, limit_kind::gradient2}) {
+    const std::string limit_name = to_string(limit);
+    CAPTURE(limit_name);
+    hub_options o = options(2);
+    o.budget = std::size_t{4} << 20;
+    o.limit = limit;
+    hub<sluice::pool> h(o, {});
+    h.start();
+    client a(h.port()), b(h.port());
+    a.hello(0);
+    b.hello(1);
+    constexpr int guests = 6, frames = 8;
+    std::vector<std::unique_ptr<client>> g;
+    for (std::uint32_t i = 0; i < guests; ++i) {
+      g.push_back(std::make_unique<client>(h.port()));
+      g.back()->hello(2 + i);
+    }
+    std::vector<std::thread> senders;
+    for (std::uint32_t i = 0; i < guests; ++i) {
+      senders.emplace_back([&, i] {
+        for (std::uint64_t s = 0; s < frames; ++s) {
+          if (g[i]->send(2 + i, 1, s, std::size_t{1} << 20) != 0) break;
+        }
+      });
+    }
+    int got = 0;
+    while (got < guests * frames && b.receive(in(10000ms))) ++got;
+    CHECK(got == guests * frames);
+    for (auto& t : senders) t.join();
+    const hub_stats s = h.stats();
+    CHECK(s.window_max == 32);
+    CHECK(h.windows().peak_in_flight <= s.window_max);
+    CHECK(s.limit_applied > 0);
+    for (auto& c : g) c->cut();
+    a.cut();
+    b.cut();
+  }
 }

@@ -42,12 +42,22 @@
 #include <sluice/asio.hpp>
 #include <sluice/sluice.hpp>
 
+#include "latency.hpp"
 #include "wire.hpp"
 
 namespace relay {
 
 // A fault the hub injects on purpose, to show that the receivers catch it.
 enum class fault { none, flip, drop, dup };
+
+// What owns each window's cap: the pressure alone (none), or a sluice::limiter whose latency
+// limit comes from one of its algorithms, and whose pressure cap the pressure moves.
+enum class limit_kind { none, aimd, vegas, gradient2 };
+
+inline const char* to_string(limit_kind k) noexcept {
+  static constexpr const char* names[] = {"none", "aimd", "vegas", "gradient2"};
+  return names[static_cast<int>(k)];
+}
 
 struct hub_options {
   std::uint32_t ranks = 3;                      // ids 0..ranks-1; any id past them is a guest
@@ -58,6 +68,8 @@ struct hub_options {
   unsigned threads = 0;                         // running the io_context; 0: one per core
   fault inject = fault::none;
   std::uint64_t inject_at = 0;  // the fault hits this forwarded non-empty data frame (from 0)
+  limit_kind limit = limit_kind::none;  // a latency limit on every window
+  std::int64_t limit_window = 1;        // samples its algorithm takes as one (limiter_options)
 };
 
 // A gate's unit: a frame takes one per 64 KiB of its buffer's capacity, and at least one.
@@ -119,6 +131,14 @@ struct hub_stats {
   std::int64_t min_window = 0;        // the lowest cap a soft or hard tick left
   std::uint64_t admit_waits = 0;      // frames that had to wait for their window
   std::uint64_t ticks_ok = 0, ticks_soft = 0, ticks_hard = 0;
+  // With a latency limit: the windows' limiters' caps, averaged over the ticks (the lowest and
+  // highest window's, and all windows'), the lowest any reached, their samples, and the ticks
+  // that opened a starved window on its gate, past its limiter.
+  double limit_mean_low = 0, limit_mean_high = 0, limit_mean = 0;
+  std::int64_t limit_lowest = 0;
+  std::uint64_t limit_applied = 0, limit_skipped = 0, limit_ignored = 0;
+  std::uint64_t starved_opened = 0;
+  std::uint64_t cap_put_back = 0;  // ticks that set a gate's cap back to its limiter's
 };
 
 namespace detail {
@@ -156,7 +176,15 @@ class hub {
         place_freed_(io_.get_executor(), 1),
         rank_connected_(options.ranks, false),
         min_window_(window_max_) {
-    for (std::uint32_t r = 0; r < options.ranks; ++r) outboxes_.emplace_back(io_.get_executor());
+    for (std::uint32_t r = 0; r < options.ranks; ++r) {
+      outbox& o = outboxes_.emplace_back(io_.get_executor());
+      if (options.limit != limit_kind::none) {
+        // Limits in the gate's own units (64 KiB), from 1 to the share: unit 1.
+        o.limiter.emplace(o.window, algorithm(r),
+                          sluice::limiter_options{.min = 1, .max = window_max_,
+                                                  .window = options.limit_window, .unit = 1});
+      }
+    }
   }
 
   ~hub() { join(); }
@@ -182,7 +210,7 @@ class hub {
 
   [[nodiscard]] hub_stats stats() const noexcept {
     const auto get = [](const auto& a) { return a.load(std::memory_order_relaxed); };
-    return {.connections = get(connections_), .open = get(open_), .frames_in = get(frames_in_),
+    hub_stats s{.connections = get(connections_), .open = get(open_), .frames_in = get(frames_in_),
             .frames = get(frames_), .bytes = get(bytes_), .guest_frames = get(guest_frames_),
             .held = get(held_.now), .peak_held = get(held_.peak),
             .peak_destination = get(peak_destination_), .largest_frame = get(largest_frame_),
@@ -191,7 +219,31 @@ class hub {
             .window_max = window_max_, .min_window = get(min_window_),
             .admit_waits = get(admit_waits_), .ticks_ok = get(ticks_[0]),
             .ticks_soft = get(ticks_[1]), .ticks_hard = get(ticks_[2])};
+    if (options_.limit == limit_kind::none) return s;
+    const auto ticks = static_cast<double>(std::max<std::uint64_t>(get(limit_ticks_), 1));
+    double sum = 0;
+    s.limit_mean_low = static_cast<double>(window_max_);
+    s.limit_lowest = get(limit_lowest_);
+    s.starved_opened = get(starved_opened_);
+    s.cap_put_back = get(cap_put_back_);
+    for (const outbox& o : outboxes_) {
+      const double mean = static_cast<double>(get(o.cap_ticks)) / ticks;
+      sum += mean;
+      s.limit_mean_low = std::min(s.limit_mean_low, mean);
+      s.limit_mean_high = std::max(s.limit_mean_high, mean);
+      const sluice::limiter_stats l = o.limiter->stats();
+      s.limit_applied += l.applied;
+      s.limit_skipped += l.skipped;
+      s.limit_ignored += l.ignored;
+    }
+    s.limit_mean = sum / static_cast<double>(outboxes_.size());
+    return s;
   }
+
+  // The frames' latencies, from their last byte read (read whole) or from their admission to
+  // their last byte written; data frames only, those written.
+  [[nodiscard]] const latency_histogram& read_to_written() const noexcept { return read_to_written_; }
+  [[nodiscard]] const latency_histogram& admitted_to_written() const noexcept { return admitted_to_written_; }
 
   // The windows' gate statistics, summed over the destinations; peak_in_flight is the highest
   // one window reached, in units.
@@ -255,24 +307,35 @@ class hub {
     }
   };
 
+  // When a frame was read whole and admitted, and (for a limiter's sample) its window's count
+  // just after its admission, in the gate's units.
+  struct frame_times {
+    clock::time_point read, admitted;
+    std::int64_t in_flight = 0;
+  };
+
   // One frame in flight: its header, its body, and its admission to its destination's window
   // (all its units, one permit). It gives the buffer and the units back exactly once, when
   // released or destroyed, whichever path it took (written, dropped, or abandoned).
   class parcel {
    public:
-    parcel(hub& h, const header& head, sluice::buffer body,
-           sluice::permit<sluice::gate> admission) noexcept
-        : head(head), body(std::move(body)), hub_(&h), admission_(std::move(admission)) {}
+    parcel(hub& h, const header& head, sluice::buffer body, sluice::permit<sluice::gate> admission,
+           const frame_times& times) noexcept
+        : head(head), body(std::move(body)), hub_(&h), admission_(std::move(admission)), times_(times) {}
     parcel(parcel&& other) noexcept
         : head(other.head), body(std::move(other.body)), hub_(std::exchange(other.hub_, nullptr)),
-          admission_(std::move(other.admission_)) {}
+          admission_(std::move(other.admission_)), times_(other.times_) {}
     parcel& operator=(parcel&&) = delete;
-    ~parcel() { release(); }
+    ~parcel() { release(sluice::outcome::ignored, clock::time_point{}); }  // unwritten at the hub's end
 
-    // The buffer goes back to the pool before the units do, so the reader they admit finds it.
-    void release() noexcept {
+    // How it ended: done (written, at `now`), dropped (its rank's connection failed) or ignored
+    // (nothing learnt of its destination's latency). The buffer goes back to the pool before the
+    // units do, so the reader they admit finds it; the frame is timed before, as a limiter does.
+    void release(sluice::outcome how, clock::time_point now) noexcept {
       if (hub_ == nullptr) return;
-      std::exchange(hub_, nullptr)->give_back(head.destination, std::move(body));
+      hub* h = std::exchange(hub_, nullptr);
+      h->give_back(head.destination, std::move(body));
+      h->finished(head, times_, how, now);
       admission_.release();
     }
 
@@ -282,6 +345,7 @@ class hub {
    private:
     hub* hub_;
     sluice::permit<sluice::gate> admission_;
+    frame_times times_;
   };
 
   // What the readers hand one destination's writer: a queue, and the window that bounds it.
@@ -332,6 +396,12 @@ class hub {
     }
 
     sluice::gate window;  // units of admission_unit admitted for this destination
+    std::optional<sluice::limiter<sluice::gate>> limiter;  // owns the window's cap with --limit
+    std::atomic<std::int64_t> cap_ticks{0};  // the limiter's cap summed over the ticks (a mean)
+    // With a limiter, the units of the frames waiting for this window, oldest first: what a
+    // starved window must open to for the frame at the head of its queue.
+    std::mutex waits_mu;
+    std::deque<std::int64_t> waits;
     gauge held;           // the capacities of its parcels
     std::atomic<bool> cut_off{false};  // its rank's connection failed: nothing more is queued
 
@@ -351,9 +421,14 @@ class hub {
   // open (control_loop opens an empty window that a wait is queued on, whatever the pressure).
   // Waits are served first come first served: a large frame is not starved by small ones.
   // Nothing once the windows are closed: the hub is ending, and the frame goes nowhere.
-  asio::awaitable<std::optional<parcel>> admit(const header& h, sluice::buffer body) {
+  // With a latency limit the units are cut the same way, to the share, never to the limit of the
+  // moment: a frame counted for less than its bytes would break the memory bound once the limit
+  // rose. A frame above the limit waits for it; control_loop opens its window if it starves.
+  asio::awaitable<std::optional<parcel>> admit(const header& h, sluice::buffer body,
+                                               clock::time_point read_at) {
     outbox& to = outboxes_[h.destination];
     const std::int64_t units = std::min(units_for(body.capacity()), window_max_);
+    frame_times times{.read = read_at, .admitted = read_at};  // admitted at once: as good as read
     // A try first: async_admit completes through the io_context even when there is room.
     sluice::permit<sluice::gate> admission(to.window, units);
     if (!admission) {
@@ -361,17 +436,28 @@ class hub {
       admit_waits_.fetch_add(1, std::memory_order_relaxed);
       // Woken by a parcel's release, or by the controller opening the window.
       std::error_code ec;
+      if (to.limiter) {
+        std::lock_guard lk(to.waits_mu);
+        to.waits.push_back(units);
+      }
       std::tie(ec, admission) = co_await sluice::async_admit(to.window, units, as_tuple());
+      if (to.limiter) {
+        std::lock_guard lk(to.waits_mu);
+        // One entry of these units, whichever: entries of the same units are alike.
+        if (const auto it = std::find(to.waits.begin(), to.waits.end(), units); it != to.waits.end()) to.waits.erase(it);
+      }
       if (ec) {  // gate_errc::closed: nothing here cancels a wait, and no weight passes gate_limit
         pool_.retire(std::move(body));
         co_return std::nullopt;
       }
+      times.admitted = clock::now();
     }
+    if (to.limiter) times.in_flight = to.window.in_flight();  // its own units and those before
     const auto capacity = static_cast<std::int64_t>(body.capacity());
     detail::raise_to(peak_destination_, to.held.add(capacity));
     held_.add(capacity);
     detail::raise_to(largest_frame_, capacity);
-    co_return std::optional<parcel>(std::in_place, *this, h, std::move(body), std::move(admission));
+    co_return std::optional<parcel>(std::in_place, *this, h, std::move(body), std::move(admission), times);
   }
 
   void give_back(std::uint32_t destination, sluice::buffer&& b) noexcept {
@@ -379,6 +465,35 @@ class hub {
     outboxes_[destination].held.add(-capacity);
     held_.add(-capacity);
     pool_.retire(std::move(b));
+  }
+
+  // A frame's end, before its units go back: a written data frame's latencies, and the
+  // limiter's sample (the RTT from admission to the last byte written).
+  void finished(const header& h, const frame_times& t, sluice::outcome how, clock::time_point now) noexcept {
+    if (how == sluice::outcome::done && h.is(frame_kind::data)) {
+      read_to_written_.record(now - t.read);
+      admitted_to_written_.record(now - t.admitted);
+    }
+    if (auto& limiter = outboxes_[h.destination].limiter) {
+      limiter->sample(how == sluice::outcome::ignored ? std::chrono::nanoseconds{0} : now - t.admitted,
+                      t.in_flight, how);
+    }
+  }
+
+  sluice::limit_algorithm algorithm(std::uint32_t destination) const {
+    // Each algorithm's published defaults, in 64 KiB units, with its bounds the window's: from
+    // one unit (Gradient2's default floor of 20 would keep a window at 1.25 MiB) to the share.
+    switch (options_.limit) {
+      case limit_kind::aimd:
+        return sluice::aimd_limit({.initial_limit = std::min<std::int64_t>(10, window_max_),
+                                   .min_limit = 1, .max_limit = window_max_});
+      case limit_kind::vegas:
+        return sluice::vegas_limit({.initial_limit = std::min<std::int64_t>(20, window_max_),
+                                    .max_limit = window_max_, .seed = destination + 1u});
+      default:
+        return sluice::gradient2_limit({.initial_limit = std::min<std::int64_t>(20, window_max_),
+                                        .min_limit = 1, .max_limit = window_max_});
+    }
   }
 
   asio::awaitable<void> control_loop() {
@@ -401,13 +516,50 @@ class hub {
       }
       const sluice::pressure p = pressure_at(traffic, budget);
       ticks_[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
+      if (options_.limit != limit_kind::none) limit_ticks_.fetch_add(1, std::memory_order_relaxed);
       for (outbox& o : outboxes_) {
         // A window with nothing in flight that admits nothing has a wait queued whose weight
         // (at most window_max_) is above its cap: it is starved, and a pressure held up by the
         // frames waiting for admission would keep it so. It opens, a unit a tick, whatever the
         // pressure: what it admits was read already (and counted in reading_).
         const bool starved = o.window.in_flight() == 0 && !o.window.has_capacity();
-        o.window.adjust(starved ? sluice::pressure::ok : p, window_max_);
+        if (!o.limiter) {
+          o.window.adjust(starved ? sluice::pressure::ok : p, window_max_);
+        } else if (starved) {
+          // A latency limit moves only on samples, which come from frames written: with none in
+          // flight it stays below the waiting frame for ever. So the gate itself opens, past the
+          // limiter: at once to what the oldest waiting frame needs, as far as the pressure cap
+          // allows (it goes alone, as a frame larger than the window does), and past that by a
+          // unit a tick whatever the pressure, as without a limiter. (Two readers that begin to
+          // wait at once may be queued in the other order: then the unit a tick ends it.)
+          std::int64_t head = 0;
+          {
+            std::lock_guard lk(o.waits_mu);
+            if (!o.waits.empty()) head = o.waits.front();
+          }
+          const std::int64_t cap = o.window.cap();
+          const std::int64_t open = std::min(head, o.limiter->pressure_cap());
+          if (open > cap + 1) {
+            o.window.set_cap(open);
+          } else {
+            o.window.adjust(sluice::pressure::ok, window_max_);
+          }
+          starved_opened_.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          o.limiter->adjust(p);
+          // The limiter sets the gate's cap only when its own cap moves: an opening would last
+          // until then. Once the frame it was for is in, the limiter's cap goes back (refresh: in
+          // the limiter's turn, so no sample's change comes between).
+          if (o.window.cap() != o.limiter->cap() && !o.window.closed()) {  // unit 1: the same units
+            o.limiter->refresh();
+            cap_put_back_.fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+        if (o.limiter) {
+          const std::int64_t c = o.limiter->cap();
+          o.cap_ticks.fetch_add(c, std::memory_order_relaxed);
+          if (c < limit_lowest_.load(std::memory_order_relaxed)) limit_lowest_.store(c, std::memory_order_relaxed);
+        }
         // Relaxed, a statistic; written by this coroutine alone. A closed window's cap reads 0.
         const std::int64_t cap = o.window.cap();
         if (p != sluice::pressure::ok && !starved && cap > 0 &&
@@ -682,7 +834,7 @@ class hub {
         pool_.retire(std::move(*body));
         continue;
       }
-      std::optional<parcel> p = co_await admit(h, std::move(*body));
+      std::optional<parcel> p = co_await admit(h, std::move(*body), clock::now());
       if (!p) co_return;  // the windows are closed: every rank is done, and so is this reader
       counted.set(0);  // held now, by the parcel
       frames_in_.fetch_add(h.is(frame_kind::data), std::memory_order_relaxed);
@@ -783,6 +935,8 @@ class hub {
         }
         std::size_t retired = 0;
         const auto retire_through = [&](std::size_t written) {
+          if (retired == batch.size() || ends[retired] > written) return;
+          const auto now = clock::now();  // one reading for the frames this write completed
           for (; retired < batch.size() && ends[retired] <= written; ++retired) {
             const header& h = batch[retired].head;
             if (copies[retired] > 0 && h.is(frame_kind::data)) {
@@ -790,7 +944,12 @@ class hub {
                   .fetch_add(static_cast<std::uint64_t>(copies[retired]), std::memory_order_relaxed);
               if (h.source < options_.ranks) bytes_.fetch_add(h.length, std::memory_order_relaxed);
             }
-            batch[retired].release();  // its write is complete: the buffer goes back now
+            // Its write is complete: the buffer goes back now. Not written: dropped after a failed
+            // write; left out by --inject=drop, which says nothing of the rank's latency.
+            batch[retired].release(copies[retired] > 0 ? sluice::outcome::done
+                                   : broken             ? sluice::outcome::dropped
+                                                        : sluice::outcome::ignored,
+                                   now);
           }
         };
         // What the socket takes at once, without a trip through the io_context; then the rest.
@@ -823,8 +982,10 @@ class hub {
           }
           broken = true;
           box.cut_off.store(true, std::memory_order_relaxed);
+          const auto now = clock::now();
+          for (; retired < batch.size(); ++retired) batch[retired].release(sluice::outcome::dropped, now);
         }
-        batch.clear();  // what a failed write left gives back
+        batch.clear();
       }
     } catch (const std::exception& e) {
       fail(*c, conn_error_kind::internal, e.what());
@@ -896,6 +1057,9 @@ class hub {
   // synchronizing with nothing. A reader that reads cut_off late queues a frame that the broken
   // writer then drops and counts; the controller that reads controller_done_ late ticks once more.
   std::atomic<std::int64_t> peak_destination_{0}, largest_frame_{0}, peak_footprint_{0}, min_window_;
+  std::atomic<std::int64_t> limit_lowest_{window_max_};  // the lowest cap a limiter set at a tick
+  std::atomic<std::uint64_t> limit_ticks_{0}, starved_opened_{0}, cap_put_back_{0};
+  latency_histogram read_to_written_, admitted_to_written_;
   gauge held_, reading_;  // buffer bytes admitted; buffer bytes being read, not yet admitted
   std::atomic<std::uint64_t> connections_{0}, open_{0}, frames_in_{0}, frames_{0}, bytes_{0},
       guest_frames_{0}, admit_waits_{0}, injected_{0}, trims_{0}, dropped_{0};

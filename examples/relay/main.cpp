@@ -91,6 +91,9 @@ constexpr const char* usage_text =
     "  --versus-mutex=POINTS  run the traffic on sluice::mutex_pool, then again on\n"
     "                         sluice::pool, and fail unless sluice::pool's hit rate is at\n"
     "                         most POINTS below mutex_pool's\n"
+    "  --limit=aimd|vegas|gradient2  a latency limit on each destination's window (a\n"
+    "                         sluice::limiter; default none: the pressure alone)\n"
+    "  --limit-window=N       samples the limit's algorithm takes as one (default 1)\n"
     "  --inject=flip|drop|dup[:K]  make the hub corrupt, lose or repeat its K-th forwarded\n"
     "                         frame (default 100), to see the receivers catch it\n";
 
@@ -204,6 +207,12 @@ options parse(int argc, char** argv, std::size_t ceiling) {
       o.report_every = std::max(parse_seconds(name, value), 0.001);  // a loop of prints below 1 ms
     } else if (name == "--timeout") {
       o.timeout = parse_seconds(name, value);
+    } else if (name == "--limit") {
+      const int k = choice(value, {"none", "aimd", "vegas", "gradient2"});
+      if (k < 0) usage_error("--limit: aimd, vegas, gradient2 or none, not " + std::string(value));
+      o.hub.limit = static_cast<limit_kind>(k);
+    } else if (name == "--limit-window") {
+      o.hub.limit_window = static_cast<std::int64_t>(parse_count(name, value, 1, std::uint64_t{1} << 20));
     } else if (name == "--inject") {
       const std::string_view kind = value.substr(0, value.find(':'));
       const int k = choice(kind, {"flip", "drop", "dup"});
@@ -315,6 +324,7 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
       o.duration > 0 ? 200 : std::clamp<std::uint64_t>(o.frames / 10, 1, 200);
   // And the ranks hold their end markers (which end the hub) until every bad client is done.
   ctx.hold_end = selftest;
+  ctx.time_frames();
 
   std::printf("relay: %u ranks via hub on 127.0.0.1:%u; sizes %s; pool %s; budget %zu bytes%s\n",
               o.ranks, h.port(),
@@ -323,6 +333,10 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
               pool_name(o).c_str(), o.hub.budget,
               o.hostile ? "; with hostile clients (and a rank that never reads)" : "");
   if (o.slow_rate > 0) std::printf("relay: rank 0 reads at most %.2f MiB/s\n", mib(o.slow_rate));
+  if (o.hub.limit != limit_kind::none) {
+    std::printf("relay: each window's cap owned by a sluice::limiter, %s, a sample per %lld frame(s)\n",
+                to_string(o.hub.limit), ll(o.hub.limit_window));
+  }
   if (o.duration > 0) {
     std::printf("relay: running for %.0f s\n", o.duration);
   } else {
@@ -523,6 +537,14 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
               "%llu, soft %llu, hard %llu\n",
               ll(hs.window_max), mib(hs.share), ll(hs.min_window), ull(hs.admit_waits),
               ull(hs.ticks_ok), ull(hs.ticks_soft), ull(hs.ticks_hard));
+  if (o.hub.limit != limit_kind::none) {
+    std::printf("limit: %s; caps (units of 64 KiB, 1..%lld) averaged over the ticks %.1f in all "
+                "windows, %.1f .. %.1f by window, lowest %lld; samples %llu applied, %llu skipped, "
+                "%llu ignored; %llu ticks opened a starved window past its limiter, %llu put its cap back\n",
+                to_string(o.hub.limit), ll(hs.window_max), hs.limit_mean, hs.limit_mean_low,
+                hs.limit_mean_high, ll(hs.limit_lowest), ull(hs.limit_applied), ull(hs.limit_skipped),
+                ull(hs.limit_ignored), ull(hs.starved_opened), ull(hs.cap_put_back));
+  }
   std::printf("windows: %llu admitted, %llu of them after a wait; %llu refusals and waits ended "
               "by the close; peak in flight %lld of %lld units (one window)\n",
               ull(ws.admitted), ull(ws.admitted_after_wait), ull(ws.closed), ll(ws.peak_in_flight),
@@ -533,6 +555,23 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
               "rank cut off, dropped\n",
               mib(hs.peak_held), mib(hs.peak_destination), mib(bound), mib(hs.peak_reading),
               mib(hs.peak_footprint), ull(hs.trims), ull(hs.guest_frames), ull(hs.dropped));
+  {
+    const auto ms = [](std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e6; };
+    const latency_histogram &whole = ctx.sent_to_received, &read = h.read_to_written(),
+                            &admitted = h.admitted_to_written();
+    std::printf("latency: %llu data frames sent to received (first byte sent to last read) p50 "
+                "%.3f ms, p99 %.3f ms, max %.3f ms; in the hub, read whole to written p50 %.3f ms, "
+                "p99 %.3f ms; admitted to written p50 %.3f ms, p99 %.3f ms\n",
+                ull(whole.count()), ms(whole.percentile(50)), ms(whole.percentile(99)),
+                ms(std::chrono::nanoseconds(whole.max())), ms(read.percentile(50)),
+                ms(read.percentile(99)), ms(admitted.percentile(50)), ms(admitted.percentile(99)));
+    if (o.slow_rate > 0) {
+      std::printf("latency: sent to received, to rank 0 (slow) p50 %.3f ms, p99 %.3f ms; to the "
+                  "other ranks p50 %.3f ms, p99 %.3f ms\n",
+                  ms(ctx.to_rank0.percentile(50)), ms(ctx.to_rank0.percentile(99)),
+                  ms(ctx.to_others.percentile(50)), ms(ctx.to_others.percentile(99)));
+    }
+  }
   std::printf("memory: peak resident %.1f MiB (ru_maxrss), resident now %.1f MiB\n",
               peak_rss_kib() / 1024.0, proc_status_kib("VmRSS") / 1024.0);
 

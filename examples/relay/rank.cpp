@@ -54,6 +54,33 @@ void run_context::count_done(std::uint32_t& counter) {
   cv.notify_all();
 }
 
+void run_context::time_frames() {
+  pairs_ = std::make_unique<pair_times[]>(std::size_t{ranks} * ranks);
+}
+
+void run_context::note_sending(std::uint32_t source, std::uint32_t destination) {
+  if (!pairs_) return;
+  pair_times& p = pairs_[std::size_t{source} * ranks + destination];
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lk(p.mu);
+  p.sent.push_back(now);
+}
+
+void run_context::note_arrived(std::uint32_t source, std::uint32_t destination) {
+  if (!pairs_) return;
+  pair_times& p = pairs_[std::size_t{source} * ranks + destination];
+  const auto now = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point sent;
+  {
+    std::lock_guard lk(p.mu);
+    if (p.sent.empty()) return;  // a frame the verdict fails anyway (duplicated)
+    sent = p.sent.front();
+    p.sent.pop_front();
+  }
+  sent_to_received.record(now - sent);
+  (destination == 0 ? to_rank0 : to_others).record(now - sent);
+}
+
 rank_node::rank_node(run_context& ctx, std::uint32_t id, std::uint64_t frames)
     : ctx_(ctx), id_(id), frames_(frames), sent_(ctx.ranks, 0), received_(ctx.ranks, 0) {}
 
@@ -103,6 +130,7 @@ void rank_node::send_loop() {
       frame.resize(header_bytes + h.length);
       encode(h, frame.data());
       fill_payload(id_, h.serial, std::span(frame).subspan(header_bytes));
+      ctx_.note_sending(id_, to);
       if (const int err = write_all(fd_, frame); err != 0) {
         ctx_.fail(id_, "sending frame (serial " + u64(h.serial) + ") to the hub: " +
                            std::strerror(err));
@@ -176,6 +204,11 @@ void rank_node::receive_loop() {
         fail("the hub closed in the middle of frame (source " + u64(h.source) + ", serial " +
              u64(h.serial) + ") after " + u64(r.done) + " of " + u64(h.length) + " bytes");
         break;
+      }
+      // Timed before the pace's sleep: the frame has arrived whole.
+      if (h.is(frame_kind::data) && h.source < ctx_.ranks && h.source != id_ &&
+          h.destination == id_) {
+        ctx_.note_arrived(h.source, id_);
       }
       if (pace > 0) {  // a rate, not a condition: the hub sees a reader this slow
         if (!paced_from) paced_from = std::chrono::steady_clock::now();

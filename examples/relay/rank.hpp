@@ -8,12 +8,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "latency.hpp"
 #include "wire.hpp"
 
 namespace relay {
@@ -46,7 +49,22 @@ struct run_context {
   void note_received(std::uint64_t payload_bytes);
   void count_done(std::uint32_t& counter);  // senders_done or receivers_done, under mu
 
+  // Each data frame's latency from its sender's first byte written to its receiver's last byte
+  // read, the whole way through the hub, once time_frames() has been called (before the ranks
+  // start). A pair's send times queue in order, and its receiver takes them in the same order:
+  // serials are consecutive per pair and arrive so.
+  void time_frames();
+  void note_sending(std::uint32_t source, std::uint32_t destination);
+  void note_arrived(std::uint32_t source, std::uint32_t destination);
+  latency_histogram sent_to_received;
+  latency_histogram to_rank0, to_others;  // the same split by destination (rank 0: --slow-rank's)
+
  private:
+  struct pair_times {
+    std::mutex mu;
+    std::deque<std::chrono::steady_clock::time_point> sent;
+  };
+  std::unique_ptr<pair_times[]> pairs_;  // source x ranks + destination
   std::atomic<int> printed_{0};
 };
 

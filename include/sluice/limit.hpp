@@ -13,6 +13,7 @@
 //   adopt(n)         a timed_permit for n units admitted on the gate itself (async_admit)
 //   sample(rtt, in_flight, outcome)  a sample timed by the caller (async admissions)
 //   adjust(p)        the pressure cap: ok +1 up to max, soft and hard -1 down to min
+//   refresh()        the gate's cap set again to the limiter's (after a set_cap on the gate itself)
 //   limit(), pressure_cap(), cap(), stats()   the latency limit, the pressure cap, the cap set
 //
 // The algorithms, each as its source publishes it, with its defaults: aimd_limit (additive
@@ -304,6 +305,16 @@ class limiter {
   }
 
   // The figures, relaxed: written in turns, they order nothing for their readers.
+  // Sets the gate's cap to the limiter's again, in a turn (waiting for it, as adjust): after the
+  // program set the gate's cap itself for a while (to open it for a wait heavier than the limit,
+  // which no sample can raise while nothing is in flight: docs/limit.md), the limiter's back,
+  // with no sample's change between the read and the set.
+  void refresh() noexcept {
+    core_.take_turn();
+    gate_.set_cap(core_.gate_cap(core_.cap.load(std::memory_order_relaxed)));  // in a turn: relaxed
+    core_.give_turn();
+  }
+
   [[nodiscard]] std::int64_t limit() const noexcept { return core_.limit.load(std::memory_order_relaxed); }
   [[nodiscard]] std::int64_t pressure_cap() const noexcept { return core_.pressure_cap.load(std::memory_order_relaxed); }
   // The effective cap, min(limit, pressure_cap) within [min, max]: the gate's cap is this times
