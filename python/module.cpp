@@ -723,9 +723,11 @@ py::class_<Alg>& bind_algorithm_calls(py::class_<Alg>& cls, const char* name) {
   return class_fixed(cls)
       .def_property_readonly("limit", [](py::handle a) { return live<Alg>(a).limit(); }, "The limit now.")
       .def("update",
-           [](py::handle a, py::handle rtt, py::handle in_flight, bool dropped) {
+           [](py::handle a, py::handle rtt, py::handle in_flight, py::handle dropped) {
              Alg& alg = live<Alg>(a);
-             return alg.update({duration_arg(rtt, "rtt"), count_arg(in_flight, "in_flight"), dropped});
+             // A bool and nothing else, as the module's other flags: dropped=1 or None is a mistake.
+             if (!PyBool_Check(dropped.ptr())) throw py::type_error("dropped must be a bool");
+             return alg.update({duration_arg(rtt, "rtt"), count_arg(in_flight, "in_flight"), dropped.ptr() == Py_True});
            },
            py::arg("rtt"), py::arg("in_flight"), py::arg("dropped") = false,
            "Takes one sample (rtt in seconds; in_flight: the count at its admission, its own included)\n"
@@ -760,6 +762,7 @@ struct py_timed_permit {
 
   py::object owner;  // the Limiter, alive while the permit lives (declared first: destroyed last)
   sluice::timed_permit<sluice::gate> permit;
+  bool entered = false;  // in a with block (once: as Gate.permit)
 };
 
 py::object timed(py::handle limiter, py_limiter& l, std::int64_t n) {
@@ -872,7 +875,10 @@ void bind_limiter(py::module_& m) {
                              "Whether it still holds its admission (not released).")
       .def("__enter__",
            [](py::handle p) {
-             if (!live<py_timed_permit>(p).held()) throw py::value_error("this permit was released: admit again for a new block");
+             py_timed_permit& t = live<py_timed_permit>(p);
+             if (!t.held()) throw py::value_error("this permit was released: admit again for a new block");
+             if (t.entered) throw py::value_error("this permit is already in a with block");
+             t.entered = true;
              return py::reinterpret_borrow<py::object>(p);
            },
            "The permit itself.")
@@ -955,6 +961,9 @@ void bind_limiter(py::module_& m) {
       .def("adjust", [](py::handle self, py::handle p) { live<py_limiter>(self).limiter.adjust(pressure_of(p)); },
            py::arg("pressure"),
            "The pressure cap: 'ok' +1 up to max, 'soft' and 'hard' -1 down to min (or a sluice.Pressure).")
+      .def("refresh", [](py::handle self) { live<py_limiter>(self).limiter.refresh(); },
+           "Sets the gate's cap to the limiter's again, after the program set it on the gate itself (to\n"
+           "open it for a wait heavier than the limit while nothing is in flight).")
       .def_property_readonly("limit", [](py::handle self) { return live<py_limiter>(self).limiter.limit(); },
                              "The algorithm's latency limit (in the limits' units).")
       .def_property_readonly("pressure_cap", [](py::handle self) { return live<py_limiter>(self).limiter.pressure_cap(); },

@@ -540,3 +540,33 @@ def test_the_docs_scheduler_finds_the_batch_where_latency_rises(tmp_path):
     # Latency rises past a batch of 16; Vegas stops growing once it reads a queue of 3 to 6.
     assert 12 <= settled <= 24, out
     assert re.search(r"batch +4: +(1[6-9]|2[0-4])\.\d ms", out), out  # unloaded: 4 steps of 4 ms, and the sleeps
+
+
+def test_refresh_puts_the_limiters_cap_back_after_a_set_cap_on_the_gate():
+    g = sluice.Gate(1)
+    lim = sluice.Limiter(g, sluice.Vegas(initial_limit=2, max_limit=100), max=100)
+    g.set_cap(10)  # opened by hand for a wait heavier than the limit
+    lim.adjust('ok')
+    assert g.cap == 10  # the limiter's cap did not move: the gate stays opened
+    lim.refresh()
+    assert g.cap == lim.cap == 2
+
+
+def test_update_takes_a_bool_for_dropped_and_nothing_else():
+    a = sluice.AIMD()
+    with pytest.raises(TypeError):
+        a.update(0.001, 5, dropped=1)
+    with pytest.raises(TypeError):
+        a.update(0.001, 5, dropped=None)
+    assert a.update(0.001, 5, dropped=True) == 9
+
+
+def test_a_timed_permit_enters_one_with_block():
+    g = sluice.Gate(4)
+    lim = sluice.Limiter(g, sluice.AIMD())
+    p = lim.try_admit()
+    with p:
+        with pytest.raises(ValueError):
+            with p:
+                pass
+    assert not p.held and g.in_flight == 0
