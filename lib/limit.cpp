@@ -53,6 +53,11 @@ vegas_limit::vegas_limit(const options& o) : o_(o), random_(o.seed != 0 ? o.seed
   o_.max_limit = std::clamp<std::int64_t>(o.max_limit, 1, gate_limit);
   o_.smoothing = std::isnan(o.smoothing) ? 1.0 : std::clamp(o.smoothing, 0.0, 1.0);
   o_.probe_multiplier = std::isnan(o.probe_multiplier) ? 30.0 : std::max(o.probe_multiplier, 0.0);
+  // Finite and ordered, threshold <= alpha <= beta, so that the bands below do not overlap.
+  auto finite_or = [](double v, double fallback) { return std::isfinite(v) ? v : fallback; };
+  o_.threshold = std::clamp(finite_or(o.threshold, 1.0), 0.0, static_cast<double>(gate_limit));
+  o_.alpha = std::clamp(finite_or(o.alpha, 3.0), o_.threshold, static_cast<double>(gate_limit));
+  o_.beta = std::clamp(finite_or(o.beta, 6.0), o_.alpha, static_cast<double>(gate_limit));
   limit_ = clamp_limit(static_cast<double>(o.initial_limit), 1, o_.max_limit);
   probe_jitter_ = next_jitter();
 }
@@ -91,12 +96,12 @@ std::int64_t vegas_limit::update(const limit_sample& s) noexcept {
     return limit();  // not using the limit: no evidence to grow it
   } else {
     const double queue = std::ceil(limit_ * (1.0 - static_cast<double>(rtt_noload_.count()) / static_cast<double>(s.rtt.count())));
-    if (queue <= step) {
-      next = limit_ + 6 * step;  // beta: no queue, grow fast
-    } else if (queue < 3 * step) {
-      next = limit_ + step;  // below alpha
-    } else if (queue > 6 * step) {
-      next = limit_ - step;  // above beta
+    if (queue <= o_.threshold * step) {
+      next = limit_ + o_.beta * step;  // no queue: grow fast
+    } else if (queue < o_.alpha * step) {
+      next = limit_ + step;
+    } else if (queue > o_.beta * step) {
+      next = limit_ - step;
     } else {
       return limit();
     }
@@ -114,6 +119,7 @@ gradient2_limit::gradient2_limit(const options& o) noexcept : o_(o) {
   o_.smoothing = std::isnan(o.smoothing) ? 0.2 : std::clamp(o.smoothing, 0.0, 1.0);
   o_.queue_size = std::isfinite(o.queue_size) ? std::clamp(o.queue_size, 0.0, static_cast<double>(gate_limit)) : 4.0;
   o_.long_window = std::clamp(o.long_window, 1, 1 << 30);
+  o_.rtt_tolerance = std::isnan(o.rtt_tolerance) ? 1.5 : std::clamp(o.rtt_tolerance, 1.0, 1e9);
   limit_ = clamp_limit(static_cast<double>(o.initial_limit), o_.min_limit, o_.max_limit);
 }
 
@@ -130,9 +136,9 @@ std::int64_t gradient2_limit::update(const limit_sample& s) noexcept {
   }
   const double long_rtt = long_rtt_;
   // After a long overload the long average lags far above the present: bring it down faster.
-  if (long_rtt_ / rtt > 2) long_rtt_ *= 0.9;
+  if (long_rtt_ / rtt > 2) long_rtt_ *= 0.95;
   if (static_cast<double>(s.in_flight) < limit_ / 2) return limit();
-  const double gradient = std::clamp(long_rtt / rtt, 0.5, 1.0);
+  const double gradient = std::clamp(o_.rtt_tolerance * long_rtt / rtt, 0.5, 1.0);
   const double next = limit_ * gradient + o_.queue_size;
   limit_ = clamp_limit(limit_ * (1 - o_.smoothing) + next * o_.smoothing, o_.min_limit, o_.max_limit);
   return limit();

@@ -806,17 +806,23 @@ void bind_limiter(py::module_& m) {
                                         py::is_final());
   bind_algorithm_calls(vegas, "Vegas")
       .def(py::init([](py::handle initial_limit, py::handle max_limit, py::handle smoothing, py::handle probe_multiplier,
-                       py::handle seed) {
+                       py::handle seed, py::handle alpha, py::handle beta, py::handle threshold) {
              return sluice::vegas_limit{{.initial_limit = int_option(initial_limit, "initial_limit"),
                                          .max_limit = int_option(max_limit, "max_limit"),
                                          .smoothing = real_arg(smoothing, "smoothing"),
                                          .probe_multiplier = real_arg(probe_multiplier, "probe_multiplier"),
-                                         .seed = seed_arg(seed)}};
+                                         .seed = seed_arg(seed),
+                                         .alpha = real_arg(alpha, "alpha"),
+                                         .beta = real_arg(beta, "beta"),
+                                         .threshold = real_arg(threshold, "threshold")}};
            }),
            py::kw_only(), py::arg("initial_limit") = 20, py::arg("max_limit") = 1000, py::arg("smoothing") = 1.0,
-           py::arg("probe_multiplier") = 30.0, py::arg("seed") = 0,
+           py::arg("probe_multiplier") = 30.0, py::arg("seed") = 0, py::arg("alpha") = 3.0, py::arg("beta") = 6.0,
+           py::arg("threshold") = 1.0,
            "smoothing clamped into [0, 1] (NaN: 1); probe_multiplier at least 0 (NaN: 30; inf: no probe);\n"
-           "seed of the probes' jitter (0: from the system); the limits within [1, max_limit].")
+           "seed of the probes' jitter (0: from the system); the limits within [1, max_limit];\n"
+           "threshold, alpha, beta: the queue read as none, the allowance's floor and ceiling, in steps of\n"
+           "max(1, floor(log10 limit)), kept as threshold <= alpha <= beta (not finite: 1, 3, 6).")
       .def_property_readonly("rtt_noload", [](py::handle v) { return in_seconds(live<sluice::vegas_limit>(v).rtt_noload()); },
                              "The lowest RTT seen (or the last probe's), in seconds; 0 before the first sample.");
 
@@ -826,7 +832,7 @@ void bind_limiter(py::module_& m) {
                                                 py::is_final());
   bind_algorithm_calls(gradient2, "Gradient2")
       .def(py::init([](py::handle initial_limit, py::handle min_limit, py::handle max_limit, py::handle smoothing,
-                       py::handle queue_size, py::handle long_window) {
+                       py::handle queue_size, py::handle long_window, py::handle rtt_tolerance) {
              return sluice::gradient2_limit{{.initial_limit = int_option(initial_limit, "initial_limit"),
                                              .min_limit = int_option(min_limit, "min_limit"),
                                              .max_limit = int_option(max_limit, "max_limit"),
@@ -834,12 +840,14 @@ void bind_limiter(py::module_& m) {
                                              .queue_size = real_arg(queue_size, "queue_size"),
                                              .long_window = static_cast<int>(int_option(long_window, "long_window",
                                                                                         std::numeric_limits<int>::min(),
-                                                                                        std::numeric_limits<int>::max()))}};
+                                                                                        std::numeric_limits<int>::max())),
+                                             .rtt_tolerance = real_arg(rtt_tolerance, "rtt_tolerance")}};
            }),
            py::kw_only(), py::arg("initial_limit") = 20, py::arg("min_limit") = 20, py::arg("max_limit") = 200,
-           py::arg("smoothing") = 0.2, py::arg("queue_size") = 4.0, py::arg("long_window") = 600,
+           py::arg("smoothing") = 0.2, py::arg("queue_size") = 4.0, py::arg("long_window") = 600, py::arg("rtt_tolerance") = 1.5,
            "smoothing clamped into [0, 1] (NaN: 0.2); queue_size into [0, GATE_LIMIT] (not finite: 4);\n"
-           "long_window into [1, 2**30]; the limits into [1, GATE_LIMIT], max_limit at least min_limit.")
+           "long_window into [1, 2**30]; the limits into [1, GATE_LIMIT], max_limit at least min_limit;\n"
+           "rtt_tolerance: how far an RTT may pass the long average before a cut, at least 1 (NaN: 1.5).")
       .def_property_readonly("long_rtt", [](py::handle g) { return live<sluice::gradient2_limit>(g).long_rtt_ns() / 1e9; },
                              "The long average RTT, in seconds; 0 before the first sample.");
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <limits>
 #include <random>
 #include <thread>
 #include <vector>
@@ -82,6 +83,23 @@ TEST_CASE("vegas: log10 steps past 100, smoothing, the maximum") {
   CHECK(top.update(at(10ms, 998)) == 1000);
 }
 
+TEST_CASE("vegas: alpha, beta and threshold, in steps of L, kept in order") {
+  sluice::vegas_limit v{{.probe_multiplier = 1e12, .seed = 1, .alpha = 2, .beta = 4, .threshold = 0.5}};
+  v.update(at(10ms, 20));
+  CHECK(v.update(at(10ms, 20)) == 24);     // queue 0 <= 0.5: + beta
+  CHECK(v.update(at(10500us, 24)) == 24);  // queue ceil(1.14) = 2: between alpha and beta
+  CHECK(v.update(at(10400us, 24)) == 25);  // queue ceil(0.92) = 1 < alpha: + 1
+  CHECK(v.update(at(13ms, 25)) == 24);     // queue ceil(5.77) = 6 > beta: - 1
+  // Out of order: threshold 7, so alpha and beta at least 7; NaN: the default.
+  sluice::vegas_limit odd{{.probe_multiplier = 1e12, .seed = 1, .alpha = 5, .beta = 1, .threshold = 7}};
+  odd.update(at(10ms, 20));
+  CHECK(odd.update(at(10ms, 20)) == 27);   // queue 0 <= 7: + 7
+  CHECK(odd.update(at(12ms, 27)) == 34);   // queue ceil(4.5) = 5 <= 7: + 7
+  sluice::vegas_limit nan{{.probe_multiplier = 1e12, .seed = 1, .beta = std::numeric_limits<double>::quiet_NaN()}};
+  nan.update(at(10ms, 20));
+  CHECK(nan.update(at(10ms, 20)) == 26);   // beta 6
+}
+
 TEST_CASE("vegas: a probe takes the lowest RTT again") {
   sluice::vegas_limit v{{.probe_multiplier = 1e-3, .seed = 1}};  // every sample is a probe
   v.update(at(10ms, 20));
@@ -93,7 +111,7 @@ TEST_CASE("vegas: a probe takes the lowest RTT again") {
 // ---- Gradient2 ----------------------------------------------------------------------------------
 
 TEST_CASE("gradient2: the long average against the sample, smoothed") {
-  sluice::gradient2_limit g{{.min_limit = 1}};  // 20, [1, 200], 0.2, 4, 600
+  sluice::gradient2_limit g{{.min_limit = 1, .rtt_tolerance = 1}};  // 20, [1, 200], 0.2, 4, 600
   CHECK(g.update(at(10ms, 20)) == 20);  // gradient 1: 20 x 0.8 + 24 x 0.2 = 20.8
   CHECK(g.update(at(20ms, 20)) == 20);  // long 15 ms: 0.75; 20.8 x 0.8 + 19.6 x 0.2 = 20.56
   CHECK(g.update(at(10ms, 5)) == 20);   // 5 < 10.28: not using the limit
@@ -101,13 +119,26 @@ TEST_CASE("gradient2: the long average against the sample, smoothed") {
   CHECK(g.limit() > 20);                // gradient 1 again: grows by queue_size x smoothing
 }
 
+TEST_CASE("gradient2: rtt_tolerance, a rise within it read as no queue") {
+  sluice::gradient2_limit g{{.min_limit = 1, .smoothing = 1}};  // tolerance 1.5
+  CHECK(g.update(at(10ms, 20)) == 24);  // 20 x 1 + 4
+  CHECK(g.update(at(14ms, 24)) == 28);  // long 12 ms: 1.5 x 12 / 14 > 1, so 1: + 4
+  CHECK(g.update(at(60ms, 28)) == 23);  // long 28 ms: 1.5 x 28 / 60 = 0.7: 19.6 + 4
+  sluice::gradient2_limit strict{{.min_limit = 1, .smoothing = 1, .rtt_tolerance = 1}};
+  strict.update(at(10ms, 20));
+  CHECK(strict.update(at(14ms, 24)) == 24);  // 12 / 14: 24 x 0.857 + 4 = 24.57
+  sluice::gradient2_limit below{{.min_limit = 1, .smoothing = 1, .rtt_tolerance = 0.5}};  // clamped to 1
+  below.update(at(10ms, 20));
+  CHECK(below.update(at(14ms, 24)) == 24);
+}
+
 TEST_CASE("gradient2: a long average far above the present is cut") {
   sluice::gradient2_limit g;
   for (int i = 0; i < 10; ++i) g.update(at(100ms, 0));
   CHECK(g.long_rtt_ns() == doctest::Approx(100e6));
   g.update(at(10ms, 0));
-  // (100 - 90 x 2/601) ms, then x 0.9 as it is over twice 10 ms
-  CHECK(g.long_rtt_ns() == doctest::Approx((100e6 - 90e6 * 2.0 / 601) * 0.9));
+  // (100 - 90 x 2/601) ms, then x 0.95 as it is over twice 10 ms
+  CHECK(g.long_rtt_ns() == doctest::Approx((100e6 - 90e6 * 2.0 / 601) * 0.95));
   CHECK(g.limit() == 20);  // the minimum
 }
 
@@ -137,10 +168,11 @@ void steady(Alg alg) {
   for (int i = 0; i < 1'000; ++i) REQUIRE(alg.update(at(10ms, alg.limit())) == settled);
 }
 
-// RTTs that double at every sample after the first, the limit in use: it never rises.
+// RTTs that double at every sample after ten at 10 ms (Gradient2's warm-up), the limit in use:
+// it never rises.
 template <class Alg>
 void doubling_never_raises(Alg alg) {
-  alg.update(at(10ms, alg.limit()));
+  for (int i = 0; i < 10; ++i) alg.update(at(10ms, alg.limit()));
   std::chrono::nanoseconds rtt = 10ms;
   for (int i = 0; i < 30; ++i) {
     rtt *= 2;
@@ -302,9 +334,9 @@ TEST_CASE_TEMPLATE("concurrent sampling: every release counted once, the gate's 
 TEST_CASE("gradient2's warm-up mean is of the samples, whatever cut the long average") {
   sluice::gradient2_limit g;
   g.update(at(100ms, 0));
-  g.update(at(10ms, 0));   // mean 55 ms, over twice 10: cut to 49.5
-  g.update(at(10ms, 0));   // mean 40 ms (not from 49.5), cut to 36
-  CHECK(g.long_rtt_ns() == doctest::Approx(36e6));
+  g.update(at(10ms, 0));   // mean 55 ms, over twice 10: cut to 52.25
+  g.update(at(10ms, 0));   // mean 40 ms (not from 52.25), cut to 38
+  CHECK(g.long_rtt_ns() == doctest::Approx(38e6));
 }
 
 TEST_CASE("options and samples out of range: clamped, never undefined") {

@@ -75,9 +75,10 @@ class aimd_limit {
 
 // Vegas: the queue is limit x (1 - rtt_noload / rtt), rtt_noload the lowest RTT seen (taken again
 // from one sample every probe_multiplier x limit samples, jittered by [0.5, 1)). With L =
-// max(1, floor(log10 limit)): a queue of at most L adds 6L, below 3L adds L, above 6L takes L
-// away, a drop takes L away; no growth while under half the limit is in flight; smoothing
-// blends the old limit with the new (1: the new alone); within [1, max_limit].
+// max(1, floor(log10 limit)): a queue of at most threshold x L adds beta x L, below alpha x L adds
+// L, above beta x L takes L away, a drop takes L away (defaults 1, 3, 6: the source's log10
+// functions); no growth while under half the limit is in flight; smoothing blends the old limit
+// with the new (1: the new alone); within [1, max_limit].
 class vegas_limit {
  public:
   struct options {
@@ -86,6 +87,9 @@ class vegas_limit {
     double smoothing = 1.0;
     double probe_multiplier = 30;
     std::uint64_t seed = 0;  // of the probes' jitter; 0: one from std::random_device
+    double alpha = 3;        // the queue allowance's floor, in steps of L; at least threshold
+    double beta = 6;         // its ceiling, and the growth when no queue; at least alpha
+    double threshold = 1;    // a queue this small (in steps of L) reads as none; at least 0
   };
   vegas_limit() : vegas_limit(options{}) {}
   explicit vegas_limit(const options& o);
@@ -103,11 +107,11 @@ class vegas_limit {
   std::int64_t probe_count_ = 0;
 };
 
-// Gradient2: the gradient is the long average RTT (exponential over long_window samples, a plain
-// mean over the first 10) over the sample's, within [0.5, 1]; the new limit is limit x gradient +
-// queue_size, blended by smoothing, within [min_limit, max_limit]. No change while under half the
-// limit is in flight; a long average above twice the sample's is cut by 10% per sample. Drops
-// are not read (as in its source): its signal is the RTT alone.
+// Gradient2: the gradient is rtt_tolerance x the long average RTT (exponential over long_window
+// samples, a plain mean over the first 10) over the sample's, within [0.5, 1]; the new limit is
+// limit x gradient + queue_size, blended by smoothing, within [min_limit, max_limit]. No change
+// while under half the limit is in flight; a long average above twice the sample's is cut by 5%
+// per sample. Drops are not read (as in its source): its signal is the RTT alone.
 class gradient2_limit {
  public:
   struct options {
@@ -117,6 +121,7 @@ class gradient2_limit {
     double smoothing = 0.2;
     double queue_size = 4;  // clamped into [0, gate_limit]; not finite: 4
     int long_window = 600;  // clamped into [1, 2^30]
+    double rtt_tolerance = 1.5;  // how far the sample's RTT may pass the long average before a cut; at least 1 (NaN: 1.5)
   };
   gradient2_limit() : gradient2_limit(options{}) {}
   explicit gradient2_limit(const options& o) noexcept;

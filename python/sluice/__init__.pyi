@@ -130,6 +130,9 @@ class Vegas(_AlgorithmCalls):
         smoothing: SupportsFloat = 1.0,
         probe_multiplier: SupportsFloat = 30.0,
         seed: SupportsIndex = 0,
+        alpha: SupportsFloat = 3.0,
+        beta: SupportsFloat = 6.0,
+        threshold: SupportsFloat = 1.0,
     ) -> None: ...
     @property
     def rtt_noload(self) -> float: ...
@@ -146,6 +149,7 @@ class Gradient2(_AlgorithmCalls):
         smoothing: SupportsFloat = 0.2,
         queue_size: SupportsFloat = 4.0,
         long_window: SupportsIndex = 600,
+        rtt_tolerance: SupportsFloat = 1.5,
     ) -> None: ...
     @property
     def long_rtt(self) -> float: ...

@@ -69,10 +69,15 @@ def test_vegas_reads_the_queue_against_log10_thresholds():
     probing = sluice.Vegas(probe_multiplier=1e-3, seed=1)  # every sample a probe
     probing.update(10 * MS, 20)
     assert probing.update(40 * MS, 20) == 20 and probing.rtt_noload == pytest.approx(0.040)
+    narrow = sluice.Vegas(probe_multiplier=1e12, seed=1, alpha=2, beta=4, threshold=0.5)
+    narrow.update(10 * MS, 20)
+    assert narrow.update(10 * MS, 20) == 24  # queue 0 <= 0.5: + beta
+    assert narrow.update(10.5 * MS, 24) == 24  # queue 2: between alpha and beta
+    assert narrow.update(13 * MS, 24) == 23  # queue ceil(5.54) = 6 > beta: - 1
 
 
 def test_gradient2_against_its_long_average():
-    g = sluice.Gradient2(min_limit=1)  # 20, [1, 200], 0.2, 4, 600
+    g = sluice.Gradient2(min_limit=1, rtt_tolerance=1)  # 20, [1, 200], 0.2, 4, 600
     assert g.update(10 * MS, 20) == 20  # gradient 1: 20.8
     assert g.update(20 * MS, 20) == 20  # long 15 ms: 0.75; 20.56
     assert g.update(10 * MS, 5) == 20  # 5 < 10.28: not using the limit
@@ -84,9 +89,16 @@ def test_gradient2_against_its_long_average():
         cut.update(100 * MS, 0)
     assert cut.long_rtt == pytest.approx(0.100)
     cut.update(10 * MS, 0)
-    assert cut.long_rtt == pytest.approx((0.100 - 0.090 * 2 / 601) * 0.9)  # over twice the sample: cut
+    assert cut.long_rtt == pytest.approx((0.100 - 0.090 * 2 / 601) * 0.95)  # over twice the sample: cut
     assert cut.limit == 20  # its minimum
     assert sluice.Gradient2(max_limit=50, smoothing=0).update(10 * MS, 10**6) == 20  # smoothing 0: never moves
+    tolerant = sluice.Gradient2(min_limit=1, smoothing=1)  # rtt_tolerance 1.5
+    tolerant.update(10 * MS, 20)
+    assert tolerant.update(14 * MS, 24) == 28  # 1.5 x 12 / 14 > 1: no queue, + 4
+    strict = sluice.Gradient2(min_limit=1, smoothing=1, rtt_tolerance=math.nan)  # NaN: 1.5
+    strict.update(10 * MS, 20)
+    assert strict.update(14 * MS, 24) == 28
+    assert sluice.Gradient2(min_limit=1, smoothing=1, rtt_tolerance=0.5).update(10 * MS, 20) == 24  # clamped to 1
 
 
 def test_a_limiter_works_on_its_own_copy_of_the_algorithm():
