@@ -39,6 +39,7 @@
 #include <optional>
 #include <queue>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "sluice/gate.hpp"
@@ -156,9 +157,14 @@ std::vector<policy> policies(int c) {
   const auto aimd = aimd_with_timeout(2 * unloaded_p99_ms);
   const auto aimd_told = aimd_with_timeout(1.05 * mean_service_ms);  // told the service's mean time
   const auto vegas = vegas_seeded();
+  auto vegas_2_4 = vegas;  // a queue allowance of 2 to 4, not 3 to 6: within 20% of c = 16
+  vegas_2_4.alpha = 2;
+  vegas_2_4.beta = 4;
   const sluice::gradient2_limit::options gradient2;
-  auto gradient2_q2 = gradient2;
-  gradient2_q2.queue_size = 2;
+  // Read a rise of the RTT as a queue (tolerance 1), allow a queue of one (at c = 16, 6% of c),
+  // follow it faster (smoothing 0.6), keep a longer baseline (2000) and no floor above c/2.
+  const sluice::gradient2_limit::options gradient2_tight{
+      .min_limit = 1, .smoothing = 0.6, .queue_size = 1, .long_window = 2000, .rtt_tolerance = 1};
   constexpr unsigned tp = throughput_target | p99_target;
   return {
       fixed("cap c/2", c / 2),
@@ -171,15 +177,19 @@ std::vector<policy> policies(int c) {
       limited("vegas", [=] { return sluice::vegas_limit(vegas); }, {}, p99_target, p99_target),
       limited("vegas window 100", [=] { return sluice::vegas_limit(vegas); }, windowed(100), tp, tp),
       limited("vegas window 300", [=] { return sluice::vegas_limit(vegas); }, windowed(300), tp, all_targets),
-      limited("gradient2", [=] { return sluice::gradient2_limit(gradient2); }, {}, throughput_target, p99_target),
-      limited("gradient2 window 300 queue 2", [=] { return sluice::gradient2_limit(gradient2_q2); }, windowed(300), tp, tp),
+      limited("vegas window 300 alpha 2 beta 4", [=] { return sluice::vegas_limit(vegas_2_4); }, windowed(300), all_targets,
+              all_targets),
+      limited("gradient2", [=] { return sluice::gradient2_limit(gradient2); }),
+      limited("gradient2 window 300", [=] { return sluice::gradient2_limit(gradient2); }, windowed(300)),
+      limited("gradient2 window 300 tolerance 1 queue 1 smoothing 0.6 long 2000 min 1",
+              [=] { return sluice::gradient2_limit(gradient2_tight); }, windowed(300), all_targets, all_targets),
   };
 }
 
 // What --sweep tries: the algorithms' settings that the window and the RTT signal turn on.
 std::vector<policy> sweep() {
   std::vector<policy> all;
-  for (std::int64_t w : {1, 30, 100, 300, 1000}) {
+  for (std::int64_t w : {1, 100, 300, 1000}) {
     const std::string window = " window " + std::to_string(w);
     for (double t : {1.05, 1.1, 1.2}) {
       const auto o = aimd_with_timeout(t * mean_service_ms);
@@ -190,19 +200,33 @@ std::vector<policy> sweep() {
     const auto client = aimd_with_timeout(2 * unloaded_p99_ms);
     all.push_back(limited("aimd timeout 2x unloaded p99" + window, [=] { return sluice::aimd_limit(client); }, windowed(w)));
     for (double smoothing : {1.0, 0.5}) {
-      auto o = vegas_seeded();
-      o.smoothing = smoothing;
-      all.push_back(limited("vegas smoothing " + std::to_string(smoothing).substr(0, 3) + window,
-                            [=] { return sluice::vegas_limit(o); }, windowed(w)));
+      for (auto [alpha, beta, threshold] : {std::tuple{3.0, 6.0, 1.0}, {2.0, 4.0, 1.0}, {2.0, 3.0, 1.0}, {1.0, 3.0, 1.0}, {1.0, 2.0, 0.0}}) {
+        auto o = vegas_seeded();
+        o.smoothing = smoothing;
+        o.alpha = alpha;
+        o.beta = beta;
+        o.threshold = threshold;
+        char name[96];
+        std::snprintf(name, sizeof name, "vegas smoothing %.1f alpha %g beta %g threshold %g", smoothing, alpha, beta, threshold);
+        all.push_back(limited(name + window, [=] { return sluice::vegas_limit(o); }, windowed(w)));
+      }
     }
-    for (int long_window : {60, 600}) {
-      for (int queue : {4, 2}) {
-        sluice::gradient2_limit::options o;
-        o.long_window = long_window;
-        o.queue_size = queue;
-        o.min_limit = 1;  // the default 20 is above 1.2 x 16, the band at c = 32's c/2
-        all.push_back(limited("gradient2 long " + std::to_string(long_window) + " queue " + std::to_string(queue) + " min 1" + window,
-                              [=] { return sluice::gradient2_limit(o); }, windowed(w)));
+    for (double tolerance : {1.5, 1.0}) {
+      for (int long_window : {600, 2000}) {
+        for (double queue : {4.0, 2.0, 1.0}) {
+          for (double smoothing : {0.2, 0.6}) {
+            sluice::gradient2_limit::options o;
+            o.min_limit = 1;  // the default 20 is above 1.2 x 16, the band at c = 32's c/2
+            o.smoothing = smoothing;
+            o.queue_size = queue;
+            o.long_window = long_window;
+            o.rtt_tolerance = tolerance;
+            char name[96];
+            std::snprintf(name, sizeof name, "gradient2 tolerance %g long %d queue %g smoothing %.1f min 1", tolerance, long_window, queue,
+                          smoothing);
+            all.push_back(limited(name + window, [=] { return sluice::gradient2_limit(o); }, windowed(w)));
+          }
+        }
       }
     }
   }
