@@ -53,7 +53,14 @@ def panel(out, x0, y0, trace, initial_c, title):
     def py(v):
         return y0 + PANEL_H * (1 - min(v, top) / top)
 
-    out.append(f'<text x="{x0 + PANEL_W / 2}" y="{y0 - 6}" text-anchor="middle" class="title">{escape(title)}</text>')
+    # A title too long for the panel goes on two lines, split at the space nearest its middle.
+    lines = [title]
+    if len(title) > 52:
+        middle = min((i for i, ch in enumerate(title) if ch == " "), key=lambda i: abs(i - len(title) / 2))
+        lines = [title[:middle], title[middle + 1:]]
+    for k, line in enumerate(lines):
+        y = y0 - 6 - 13 * (len(lines) - 1 - k)
+        out.append(f'<text x="{x0 + PANEL_W / 2}" y="{y}" text-anchor="middle" class="title">{escape(line)}</text>')
     out.append(f'<rect x="{x0}" y="{y0}" width="{PANEL_W}" height="{PANEL_H}" class="frame"/>')
     # c and its band, step by step: each tick's c holds over the 100 ms that end at it.
     steps = []
