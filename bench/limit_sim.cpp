@@ -200,14 +200,14 @@ std::vector<policy> sweep() {
     const auto client = aimd_with_timeout(2 * unloaded_p99_ms);
     all.push_back(limited("aimd timeout 2x unloaded p99" + window, [=] { return sluice::aimd_limit(client); }, windowed(w)));
     for (double smoothing : {1.0, 0.5}) {
-      for (auto [alpha, beta, threshold] : {std::tuple{3.0, 6.0, 1.0}, {2.0, 4.0, 1.0}, {2.0, 3.0, 1.0}, {1.0, 3.0, 1.0}, {1.0, 2.0, 0.0}}) {
+      for (auto [alpha, beta, threshold] : {std::tuple{3, 6, 1}, {2, 4, 1}, {2, 3, 1}, {1, 3, 1}, {1, 2, 0}}) {
         auto o = vegas_seeded();
         o.smoothing = smoothing;
         o.alpha = alpha;
         o.beta = beta;
         o.threshold = threshold;
         char name[96];
-        std::snprintf(name, sizeof name, "vegas smoothing %.1f alpha %g beta %g threshold %g", smoothing, alpha, beta, threshold);
+        std::snprintf(name, sizeof name, "vegas smoothing %.1f alpha %d beta %d threshold %d", smoothing, alpha, beta, threshold);
         all.push_back(limited(name + window, [=] { return sluice::vegas_limit(o); }, windowed(w)));
       }
     }

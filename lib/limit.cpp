@@ -14,7 +14,8 @@ namespace sluice {
 
 namespace {
 // floor(log10 limit), at least 1: Vegas' step (1 up to a limit of 99, 2 up to 999, ...).
-double log10_step(double limit) noexcept { return std::max(1.0, std::floor(std::log10(std::max(limit, 1.0)))); }
+// Of the limit's whole part, as the source takes it of (int) limit: 99.99... steps by 1, not 2.
+double log10_step(double limit) noexcept { return std::max(1.0, std::floor(std::log10(std::max(std::floor(limit), 1.0)))); }
 
 std::int64_t clamp_limit(std::int64_t v, std::int64_t lo, std::int64_t hi) noexcept {
   return std::clamp(v, std::clamp<std::int64_t>(lo, 1, gate_limit), std::clamp<std::int64_t>(hi, std::max<std::int64_t>(lo, 1), gate_limit));
@@ -53,11 +54,11 @@ vegas_limit::vegas_limit(const options& o) : o_(o), random_(o.seed != 0 ? o.seed
   o_.max_limit = std::clamp<std::int64_t>(o.max_limit, 1, gate_limit);
   o_.smoothing = std::isnan(o.smoothing) ? 1.0 : std::clamp(o.smoothing, 0.0, 1.0);
   o_.probe_multiplier = std::isnan(o.probe_multiplier) ? 30.0 : std::max(o.probe_multiplier, 0.0);
-  // Finite and ordered, threshold <= alpha <= beta, so that the bands below do not overlap.
-  auto finite_or = [](double v, double fallback) { return std::isfinite(v) ? v : fallback; };
-  o_.threshold = std::clamp(finite_or(o.threshold, 1.0), 0.0, static_cast<double>(gate_limit));
-  o_.alpha = std::clamp(finite_or(o.alpha, 3.0), o_.threshold, static_cast<double>(gate_limit));
-  o_.beta = std::clamp(finite_or(o.beta, 6.0), o_.alpha, static_cast<double>(gate_limit));
+  // Ordered, threshold <= alpha <= beta, so that the bands below do not overlap.
+  constexpr int most = 1 << 20;
+  o_.threshold = std::clamp(o.threshold, 0, most);
+  o_.alpha = std::clamp(o.alpha, o_.threshold, most);
+  o_.beta = std::clamp(o.beta, o_.alpha, most);
   limit_ = clamp_limit(static_cast<double>(o.initial_limit), 1, o_.max_limit);
   probe_jitter_ = next_jitter();
 }

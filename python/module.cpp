@@ -654,7 +654,7 @@ void bind_gate(py::module_& m, const char* name, const char* doc) {
 // A real number (a ratio, a smoothing): an int or a float, not a bool or a str. NaN passes: the
 // algorithms take their default for it (docs/limit.md); an int past a float's range is +-inf.
 double real_arg(py::handle v, const char* name) {
-  if (PyBool_Check(v.ptr()) || !PyNumber_Check(v.ptr()) || PyUnicode_Check(v.ptr())) {
+  if (PyBool_Check(v.ptr()) || !PyNumber_Check(v.ptr()) || PyUnicode_Check(v.ptr()) || PyComplex_Check(v.ptr())) {
     throw py::type_error(std::string(name) + " must be a number, not " + Py_TYPE(v.ptr())->tp_name);
   }
   const double x = PyFloat_AsDouble(v.ptr());
@@ -812,17 +812,17 @@ void bind_limiter(py::module_& m) {
                                          .smoothing = real_arg(smoothing, "smoothing"),
                                          .probe_multiplier = real_arg(probe_multiplier, "probe_multiplier"),
                                          .seed = seed_arg(seed),
-                                         .alpha = real_arg(alpha, "alpha"),
-                                         .beta = real_arg(beta, "beta"),
-                                         .threshold = real_arg(threshold, "threshold")}};
+                                         .alpha = static_cast<int>(int_option(alpha, "alpha", 0, 1 << 20)),
+                                         .beta = static_cast<int>(int_option(beta, "beta", 0, 1 << 20)),
+                                         .threshold = static_cast<int>(int_option(threshold, "threshold", 0, 1 << 20))}};
            }),
            py::kw_only(), py::arg("initial_limit") = 20, py::arg("max_limit") = 1000, py::arg("smoothing") = 1.0,
-           py::arg("probe_multiplier") = 30.0, py::arg("seed") = 0, py::arg("alpha") = 3.0, py::arg("beta") = 6.0,
-           py::arg("threshold") = 1.0,
+           py::arg("probe_multiplier") = 30.0, py::arg("seed") = 0, py::arg("alpha") = 3, py::arg("beta") = 6,
+           py::arg("threshold") = 1,
            "smoothing clamped into [0, 1] (NaN: 1); probe_multiplier at least 0 (NaN: 30; inf: no probe);\n"
            "seed of the probes' jitter (0: from the system); the limits within [1, max_limit];\n"
            "threshold, alpha, beta: the queue read as none, the allowance's floor and ceiling, in steps of\n"
-           "max(1, floor(log10 limit)), kept as threshold <= alpha <= beta (not finite: 1, 3, 6).")
+           "max(1, floor(log10 limit)); ints, clamped into [0, 2**20] and kept as threshold <= alpha <= beta.")
       .def_property_readonly("rtt_noload", [](py::handle v) { return in_seconds(live<sluice::vegas_limit>(v).rtt_noload()); },
                              "The lowest RTT seen (or the last probe's), in seconds; 0 before the first sample.");
 
@@ -847,7 +847,8 @@ void bind_limiter(py::module_& m) {
            py::arg("smoothing") = 0.2, py::arg("queue_size") = 4.0, py::arg("long_window") = 600, py::arg("rtt_tolerance") = 1.5,
            "smoothing clamped into [0, 1] (NaN: 0.2); queue_size into [0, GATE_LIMIT] (not finite: 4);\n"
            "long_window into [1, 2**30]; the limits into [1, GATE_LIMIT], max_limit at least min_limit;\n"
-           "rtt_tolerance: how far an RTT may pass the long average before a cut, at least 1 (NaN: 1.5).")
+           "rtt_tolerance: an RTT up to rtt_tolerance x the long average reads as no queue; clamped into\n"
+           "[1, 1e9] (NaN: 1.5).")
       .def_property_readonly("long_rtt", [](py::handle g) { return live<sluice::gradient2_limit>(g).long_rtt_ns() / 1e9; },
                              "The long average RTT, in seconds; 0 before the first sample.");
 

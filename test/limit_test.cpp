@@ -84,20 +84,30 @@ TEST_CASE("vegas: log10 steps past 100, smoothing, the maximum") {
 }
 
 TEST_CASE("vegas: alpha, beta and threshold, in steps of L, kept in order") {
-  sluice::vegas_limit v{{.probe_multiplier = 1e12, .seed = 1, .alpha = 2, .beta = 4, .threshold = 0.5}};
+  sluice::vegas_limit v{{.probe_multiplier = 1e12, .seed = 1, .alpha = 2, .beta = 4, .threshold = 0}};
   v.update(at(10ms, 20));
-  CHECK(v.update(at(10ms, 20)) == 24);     // queue 0 <= 0.5: + beta
+  CHECK(v.update(at(10ms, 20)) == 24);     // queue 0 <= 0: + beta
   CHECK(v.update(at(10500us, 24)) == 24);  // queue ceil(1.14) = 2: between alpha and beta
   CHECK(v.update(at(10400us, 24)) == 25);  // queue ceil(0.92) = 1 < alpha: + 1
   CHECK(v.update(at(13ms, 25)) == 24);     // queue ceil(5.77) = 6 > beta: - 1
-  // Out of order: threshold 7, so alpha and beta at least 7; NaN: the default.
+  // Out of order: threshold 7, so alpha and beta at least 7; below 0: 0.
   sluice::vegas_limit odd{{.probe_multiplier = 1e12, .seed = 1, .alpha = 5, .beta = 1, .threshold = 7}};
   odd.update(at(10ms, 20));
   CHECK(odd.update(at(10ms, 20)) == 27);   // queue 0 <= 7: + 7
   CHECK(odd.update(at(12ms, 27)) == 34);   // queue ceil(4.5) = 5 <= 7: + 7
-  sluice::vegas_limit nan{{.probe_multiplier = 1e12, .seed = 1, .beta = std::numeric_limits<double>::quiet_NaN()}};
-  nan.update(at(10ms, 20));
-  CHECK(nan.update(at(10ms, 20)) == 26);   // beta 6
+  sluice::vegas_limit none{{.probe_multiplier = 1e12, .seed = 1, .alpha = -4, .beta = -1, .threshold = -9}};
+  none.update(at(10ms, 20));
+  CHECK(none.update(at(10ms, 20)) == 20);  // queue 0 <= 0: + 0
+  CHECK(none.update(at(10500us, 20)) == 19);  // queue 1 > 0: - 1
+}
+
+TEST_CASE("vegas: the step is of the limit's whole part, as the source's (int) limit") {
+  // A limit a hair under 100 steps by 1 (log10 99 < 2), not by 2.
+  sluice::vegas_limit v{{.initial_limit = 100, .smoothing = 0.91367699036758399, .probe_multiplier = 1e300, .seed = 1}};
+  v.update(at(10ms, 1000));
+  for (bool dropped : {true, true, true, false, true}) v.update(at(10ms, 1000, dropped));
+  REQUIRE(v.limit() == 99);
+  CHECK(v.update(at(10ms, 1000)) == 105);  // 99.99... + 0.9137 x 6, not x 12
 }
 
 TEST_CASE("vegas: a probe takes the lowest RTT again") {

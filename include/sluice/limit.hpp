@@ -87,9 +87,10 @@ class vegas_limit {
     double smoothing = 1.0;
     double probe_multiplier = 30;
     std::uint64_t seed = 0;  // of the probes' jitter; 0: one from std::random_device
-    double alpha = 3;        // the queue allowance's floor, in steps of L; at least threshold
-    double beta = 6;         // its ceiling, and the growth when no queue; at least alpha
-    double threshold = 1;    // a queue this small (in steps of L) reads as none; at least 0
+    // In steps of L, as the source's log10 functions; clamped into [0, 2^20], threshold <= alpha <= beta.
+    int alpha = 3;      // the queue allowance's floor
+    int beta = 6;       // its ceiling, and the growth when no queue
+    int threshold = 1;  // a queue this small reads as none
   };
   vegas_limit() : vegas_limit(options{}) {}
   explicit vegas_limit(const options& o);
@@ -121,7 +122,7 @@ class gradient2_limit {
     double smoothing = 0.2;
     double queue_size = 4;  // clamped into [0, gate_limit]; not finite: 4
     int long_window = 600;  // clamped into [1, 2^30]
-    double rtt_tolerance = 1.5;  // how far the sample's RTT may pass the long average before a cut; at least 1 (NaN: 1.5)
+    double rtt_tolerance = 1.5;  // an RTT up to this x the long average reads as no queue; into [1, 1e9] (NaN: 1.5)
   };
   gradient2_limit() : gradient2_limit(options{}) {}
   explicit gradient2_limit(const options& o) noexcept;

@@ -130,9 +130,9 @@ class Vegas(_AlgorithmCalls):
         smoothing: SupportsFloat = 1.0,
         probe_multiplier: SupportsFloat = 30.0,
         seed: SupportsIndex = 0,
-        alpha: SupportsFloat = 3.0,
-        beta: SupportsFloat = 6.0,
-        threshold: SupportsFloat = 1.0,
+        alpha: SupportsIndex = 3,
+        beta: SupportsIndex = 6,
+        threshold: SupportsIndex = 1,
     ) -> None: ...
     @property
     def rtt_noload(self) -> float: ...

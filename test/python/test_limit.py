@@ -69,9 +69,9 @@ def test_vegas_reads_the_queue_against_log10_thresholds():
     probing = sluice.Vegas(probe_multiplier=1e-3, seed=1)  # every sample a probe
     probing.update(10 * MS, 20)
     assert probing.update(40 * MS, 20) == 20 and probing.rtt_noload == pytest.approx(0.040)
-    narrow = sluice.Vegas(probe_multiplier=1e12, seed=1, alpha=2, beta=4, threshold=0.5)
+    narrow = sluice.Vegas(probe_multiplier=1e12, seed=1, alpha=2, beta=4, threshold=0)
     narrow.update(10 * MS, 20)
-    assert narrow.update(10 * MS, 20) == 24  # queue 0 <= 0.5: + beta
+    assert narrow.update(10 * MS, 20) == 24  # queue 0 <= 0: + beta
     assert narrow.update(10.5 * MS, 24) == 24  # queue 2: between alpha and beta
     assert narrow.update(13 * MS, 24) == 23  # queue ceil(5.54) = 6 > beta: - 1
 
@@ -95,9 +95,13 @@ def test_gradient2_against_its_long_average():
     tolerant = sluice.Gradient2(min_limit=1, smoothing=1)  # rtt_tolerance 1.5
     tolerant.update(10 * MS, 20)
     assert tolerant.update(14 * MS, 24) == 28  # 1.5 x 12 / 14 > 1: no queue, + 4
-    strict = sluice.Gradient2(min_limit=1, smoothing=1, rtt_tolerance=math.nan)  # NaN: 1.5
-    strict.update(10 * MS, 20)
-    assert strict.update(14 * MS, 24) == 28
+    nan = sluice.Gradient2(min_limit=1, smoothing=1, rtt_tolerance=math.nan)  # NaN: 1.5
+    nan.update(10 * MS, 20)
+    assert nan.update(14 * MS, 24) == 28
+    with pytest.raises(TypeError, match="alpha must be an int"):
+        sluice.Vegas(alpha=2.5)
+    with pytest.raises(TypeError, match="rtt_tolerance must be a number"):
+        sluice.Gradient2(rtt_tolerance=1 + 0j)
     assert sluice.Gradient2(min_limit=1, smoothing=1, rtt_tolerance=0.5).update(10 * MS, 20) == 24  # clamped to 1
 
 
