@@ -18,7 +18,15 @@
 //                  note_done. Thread counts from SLUICE_BENCH_SERVE_THREADS ("1,2,8,64" unless
 //                  set); ns per admission, all threads together (the wall clock from the
 //                  threads' start to the last one's end, divided by the admissions).
+// pressure.poll:   one pressure_monitor::poll() (docs/pressure.md): of /proc/pressure/memory
+//                  (system, skipped where the file is missing), and of a cgroup's three files
+//                  (cgroup: memory.pressure, memory.current, memory.max, written to a temporary
+//                  directory at the start); one thread, ns a poll.
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -30,6 +38,7 @@
 #include "bench_main.hpp"
 #include "sluice/gate.hpp"
 #include "sluice/limit.hpp"
+#include "sluice/pressure.hpp"
 
 namespace {
 
@@ -230,6 +239,31 @@ void add_serve(const std::string& variant, Fn fn) {
   b->UseManualTime();
 }
 
+void pressure_poll_system(benchmark::State& state) {
+  if (::access("/proc/pressure/memory", R_OK) != 0) {
+    state.SkipWithError("no /proc/pressure/memory");
+    return;
+  }
+  sluice::pressure_monitor m;
+  for (auto _ : state) benchmark::DoNotOptimize(m.poll());
+}
+
+void pressure_poll_cgroup(benchmark::State& state) {
+  std::string dir = "/tmp/sluice-bench-XXXXXX";
+  if (::mkdtemp(dir.data()) == nullptr) {
+    state.SkipWithError("mkdtemp failed");
+    return;
+  }
+  std::ofstream(dir + "/memory.pressure") << "some avg10=1.00 avg60=0.50 avg300=0.10 total=123456\n"
+                                             "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+  std::ofstream(dir + "/memory.current") << "943718400\n";
+  std::ofstream(dir + "/memory.max") << "1073741824\n";
+  sluice::pressure_monitor m({.psi = dir + "/memory.pressure", .cgroup = dir});
+  for (auto _ : state) benchmark::DoNotOptimize(m.poll());
+  for (const char* name : {"/memory.pressure", "/memory.current", "/memory.max"}) ::unlink((dir + name).c_str());
+  ::rmdir(dir.c_str());
+}
+
 void register_all() {
   using sluice_bench::add;
   add("gate.note_pair", "gate", note_pair<sluice::gate>);
@@ -253,6 +287,9 @@ void register_all() {
   add_serve("gate", serve<sluice::gate>);
   add_serve("mutex_gate", serve<sluice::mutex_gate>);
   add_serve("counting_semaphore", semaphore_serve);
+  const sluice_bench::which_counts one{.min_threads = 1, .max_threads = 1};
+  add("pressure.poll", "system", pressure_poll_system, one);
+  add("pressure.poll", "cgroup", pressure_poll_cgroup, one);
 }
 
 }  // namespace
