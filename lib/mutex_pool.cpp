@@ -83,4 +83,14 @@ void mutex_pool::trim() noexcept {
   state_->stats.retained_bytes = 0;
 }
 
+void mutex_pool::trim(double share) noexcept {
+  if (!(share > 0)) return;  // NaN too: nothing
+  if (share >= 1) return trim();
+  std::lock_guard lock(state_->mutex);
+  pool_stats& s = state_->stats;
+  const auto [count, bytes] = state_->shelves.free_largest(detail::share_of(s.retained_bytes, share));
+  s.retained -= count;
+  s.retained_bytes -= bytes;
+}
+
 }  // namespace sluice

@@ -344,6 +344,28 @@ TEST_CASE_TEMPLATE("trim frees what the resource retains, never a block still al
   CHECK(r.stats().retained == 10);
 }
 
+TEST_CASE_TEMPLATE("trim(share) frees part of what the resource retains, the largest blocks first", K, RESOURCES) {
+  typename K::resource r{K::options()};
+  std::vector<std::pair<void*, std::size_t>> given;
+  for (int i = 0; i < 100; ++i) given.emplace_back(r.allocate(4096, 8), 4096);
+  for (int i = 0; i < 100; ++i) given.emplace_back(r.allocate(64, 8), 64);
+  void* kept = r.allocate(4096, 8);
+  std::memset(kept, 0x5A, 4096);
+  for (auto [p, n] : given) r.deallocate(p, n, 8);
+  const sluice::pool_stats before = r.stats();
+  REQUIRE(before.retained_bytes == 100 * 4096 + 100 * 64);
+  // A quarter of the bytes at least: 4 KiB blocks only (the largest first), and with thread caches
+  // still enough of them outside this thread's cache (which holds 64 of a class at most).
+  r.trim(0.25);
+  const sluice::pool_stats after = r.stats();
+  CHECK(before.retained_bytes - after.retained_bytes >= before.retained_bytes / 4);
+  CHECK((before.retained_bytes - after.retained_bytes) % 4096 == 0);
+  CHECK(static_cast<unsigned char*>(kept)[4095] == 0x5A);  // an allocated block is never freed
+  r.deallocate(kept, 4096, 8);
+  r.trim(1.0);
+  CHECK(r.stats().retained == 0);
+}
+
 TEST_CASE_TEMPLATE("equality is identity, and upstream is the one given", K, RESOURCES) {
   typename K::resource a{K::options()}, b{K::options()};
   CHECK(a == a);

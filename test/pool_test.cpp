@@ -246,6 +246,85 @@ TEST_CASE_TEMPLATE("trim races with traffic and leaves nothing behind", P, POOLS
   CHECK_FALSE(p.take(1));
 }
 
+TEST_CASE_TEMPLATE("trim(share) frees a share of the bytes, largest classes first", P, POOLS) {
+  // Uncached (or the twin): every buffer where trim(share) reaches it, so the twins agree exactly.
+  P p{pool_options{.bound = 64, .thread_cache = false}};
+  std::vector<buffer> held;
+  for (int i = 0; i < 4; ++i) held.push_back(p.acquire(64 << 10));
+  for (int i = 0; i < 8; ++i) held.push_back(p.acquire(1024));
+  for (buffer& b : held) p.retire(std::move(b));
+  REQUIRE(p.stats().retained_bytes == 4 * 65536 + 8 * 1024);
+  p.trim(0.0);
+  p.trim(-1.0);
+  p.trim(std::numeric_limits<double>::quiet_NaN());
+  CHECK(p.retained() == 12);  // nothing
+  p.trim(0.5);  // 135,168 bytes at least: three of the 64 KiB buffers
+  CHECK(p.retained() == 9);
+  CHECK(p.stats().retained_bytes == 65536 + 8 * 1024);
+  p.trim(0.01);  // 738 bytes at least: the largest class first, so the last 64 KiB buffer
+  CHECK(p.retained() == 8);
+  CHECK(p.stats().retained_bytes == 8 * 1024);
+  p.trim(0.3);  // 2,458 bytes at least: three of 1 KiB
+  CHECK(p.retained() == 5);
+  CHECK(p.take(1024));  // what is left still answers
+  p.trim(7.0);  // 1 or more: trim()
+  CHECK(p.retained() == 0);
+  CHECK(p.stats().retained_bytes == 0);
+
+  // Off-class buffers are freed too.
+  p.retire(buffer(1000));
+  p.retire(buffer(3000));
+  p.trim(0.5);
+  CHECK(p.retained() == 1);
+  CHECK(p.stats().retained_bytes == 1000);
+  CHECK(p.take(900).capacity() == 1000);
+}
+
+TEST_CASE("trim(share) with thread caches: from the shared stacks, what the caches hold kept") {
+  sluice::pool p{pool_options{.bound = 1024}};
+  std::vector<buffer> held;
+  for (int i = 0; i < 300; ++i) held.push_back(p.acquire(4096));
+  for (buffer& b : held) p.retire(std::move(b));
+  const sluice::pool_stats before = p.stats();
+  REQUIRE(before.retained == 300);
+  p.trim(0.5);  // the stacks hold all but this thread's cache (at most 64 here): 150 go
+  const sluice::pool_stats after = p.stats();
+  CHECK(after.retained <= 150);
+  CHECK(after.retained >= 150 - 16);  // whole batches of up to 16: at most one more than needed
+  CHECK(after.retained_bytes == after.retained * 4096);
+  CHECK(after.hits == before.hits);  // not counted as takes
+  for (int i = 0; i < 20; ++i) p.retire(p.acquire(4096));  // the pool works on
+  p.trim();
+  CHECK(p.retained() == 0);
+}
+
+TEST_CASE_TEMPLATE("trim(share) races with traffic: nothing handed twice, nothing lost", P, POOLS) {
+  P p{pool_options{.bound = 256}};
+  std::atomic<bool> stop{false};
+  run_threads(4, [&](std::size_t t) {
+    if (t == 0) {
+      for (int i = 0; i < 300; ++i) {
+        p.trim(0.25 * (i % 4));
+        CHECK(p.retained() <= 256);
+        std::this_thread::yield();
+      }
+      stop.store(true);
+      return;
+    }
+    std::uint64_t i = 0;
+    while (!stop.load()) {
+      buffer b = p.acquire(1000 + (i++ % 5) * 3000);
+      fill(b.bytes(), i);
+      CHECK(first_difference(b.bytes(), i) == b.size());
+      p.retire(std::move(b));
+      if (i % 7 == 0) p.retire(buffer(1000));  // off-class buffers too
+    }
+  });
+  p.trim();
+  CHECK(p.retained() == 0);
+  CHECK(p.stats().retained_bytes == 0);
+}
+
 TEST_CASE_TEMPLATE("a zero bound keeps nothing", P, POOLS) {
   P p{pool_options{.bound = 0}};
   for (int i = 0; i < 10; ++i) p.retire(p.acquire(4096));

@@ -2,8 +2,9 @@
 //
 // Each tick, the program does a little work (it takes and retires 16 buffers of 64 KiB through
 // its pool), then polls the pressure and follows it: the gate's cap one step down under soft and
-// hard pressure, one up (to --max-cap) when it is ok, and the pool trimmed under hard. One line
-// a tick says what it read and where the cap and the pool stand.
+// hard pressure, one up (to --max-cap) when it is ok; the pool gives back a quarter of what it
+// retains under soft pressure and all of it under hard. One line a tick says what it read and
+// where the cap and the pool stand.
 //
 //   follow [--psi=PATH] [--cgroup=DIR] [--ticks=N] [--interval=SECONDS] [--max-cap=N]
 //          [--expect-cap=N]
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     requests.adjust(level, max_cap);
+    if (level == sluice::pressure::soft) frames.trim(0.25);
     if (level == sluice::pressure::hard) frames.trim();
 
     const sluice::pressure_reading& r = monitor.reading();

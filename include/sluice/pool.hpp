@@ -12,6 +12,8 @@
 //                   the ceiling); throws std::bad_alloc without memory
 //   retire(b)       keeps b while enabled, within the bound and the ceiling; frees it otherwise
 //   trim()          frees what the pool retains (what other threads cache: at their next call)
+//   trim(share)     frees about share (0 to 1) of the bytes it retains, largest classes first,
+//                   from what no cache holds
 //   set_enabled(b)  off: take answers nothing, retire frees, and trim() runs
 //   enabled(), retained(), stats()  the switch, the buffers held now, the statistics
 //
@@ -68,6 +70,7 @@ class pool {
   [[nodiscard]] std::size_t retained() const noexcept;  // buffers held now, caches included
   [[nodiscard]] pool_stats stats() const noexcept;      // exact when no call is in flight
   void trim() noexcept;                            // frees what is retained (see docs/pool.md)
+  void trim(double share) noexcept;                // share of the bytes, from outside the caches
 
  private:
   friend struct detail::exact_class;
@@ -104,6 +107,7 @@ class mutex_pool {
   [[nodiscard]] std::size_t retained() const noexcept;
   [[nodiscard]] pool_stats stats() const noexcept;
   void trim() noexcept;
+  void trim(double share) noexcept;
 
  private:
   friend struct detail::exact_class;
@@ -127,6 +131,7 @@ concept buffer_pool =
       { cp.retained() } noexcept -> std::same_as<std::size_t>;
       { cp.stats() } noexcept -> std::same_as<pool_stats>;
       { p.trim() } noexcept -> std::same_as<void>;
+      { p.trim(0.5) } noexcept -> std::same_as<void>;
     };
 static_assert(buffer_pool<pool> && buffer_pool<mutex_pool>);
 

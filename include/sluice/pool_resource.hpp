@@ -8,6 +8,7 @@
 //   allocate(n, a)       a block of n's size class, retained or fresh; else upstream's
 //   deallocate(p, n, a)  a pooled block back to the pool (within its bound), else to upstream
 //   trim()               frees what the pool retains, never a block still allocated
+//   trim(share)          frees that share of the retained bytes (the pool's trim(share))
 //   stats()              the pool's statistics (upstream's blocks are not in them)
 //   is_equal(other)      identity: a block goes back to the resource that allocated it
 //   upstream_resource()  where blocks the pool does not serve come from and go back to
@@ -45,6 +46,7 @@ class basic_pool_resource final : public std::pmr::memory_resource {
   [[nodiscard]] std::pmr::memory_resource* upstream_resource() const noexcept { return upstream_; }
   [[nodiscard]] pool_stats stats() const noexcept { return pool_.stats(); }  // the pool's
   void trim() noexcept { pool_.trim(); }  // frees what the pool retains
+  void trim(double share) noexcept { pool_.trim(share); }  // a share of its bytes (docs/pool.md)
 
  private:
   // memory_resource's allocate, deallocate and is_equal (above).

@@ -12,7 +12,8 @@
 //                  when one does not hold what the kernel writes there
 //   m.level(), m.reading()   the last poll's answer and what it read (ok and zeros before one)
 //
-// Following it:  gate.adjust(p, max), limiter.adjust(p), and for a pool trim() under hard.
+// Following it:  gate.adjust(p, max), limiter.adjust(p); a pool: trim(share) under soft, trim()
+//                 under hard.
 // The program calls poll() at the pace it chooses (PSI's shortest average spans 10 s; once a
 // second is plenty); nothing runs behind its back. One thread at a time may use a monitor.
 // The rules, the thresholds' defaults and what a poll costs: docs/pressure.md.

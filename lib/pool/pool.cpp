@@ -926,6 +926,37 @@ void pool::trim() noexcept {
   if (k.tc != nullptr) detail::bring_up_to_date(c, *k.tc);  // this thread's own cache, now
 }
 
+// Takes from the shared stacks as a take does, largest class first, and frees what it took;
+// then the off-class shelves. No restamp: calls in flight and the caches go on as they were.
+void pool::trim(double share) noexcept {
+  if (!(share > 0)) return;  // NaN too: nothing
+  if (share >= 1) return trim();
+  core& c = *core_;
+  const std::size_t target = detail::share_of(stats().retained_bytes, share);
+  caller k{c, detail::cache_of_this_thread(c, /*make=*/false), 0};
+  std::size_t freed = 0;
+  for (std::size_t cls = c.classes.count(); cls-- > 0 && freed < target;) {
+    std::byte* items[detail::slot_room];
+    while (freed < target) {
+      const std::uint32_t n = take_from_stack(k, cls, items, detail::slot_room, /*into_cache=*/false);
+      if (n == 0) break;
+      free_held(k, cls, items, n);
+      freed += std::size_t{n} * c.class_size[cls];
+    }
+  }
+  if (freed >= target) return;
+  std::size_t count = 0, bytes = 0;
+  {
+    std::lock_guard lock(c.shelf_mutex);
+    std::tie(count, bytes) = c.off_class.free_largest(target - freed);
+    for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+      c.off_class_nonempty[cls].store(!c.off_class.empty(cls), std::memory_order_relaxed);  // under shelf_mutex
+    }
+  }
+  detail::unreserve(c, count);
+  k.rec().add(&counters::bytes_out, bytes);
+}
+
 std::size_t pool::retained() const noexcept { return stats().retained; }
 
 pool_stats pool::stats() const noexcept {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <vector>
@@ -13,6 +14,12 @@
 #include "memory.hpp"
 
 namespace sluice::detail {
+
+// What trim(share) frees: share (in (0, 1)) of bytes, rounded up.
+inline std::size_t share_of(std::size_t bytes, double share) noexcept {
+  const long double want = std::ceil(static_cast<long double>(bytes) * share);
+  return want >= static_cast<long double>(bytes) ? bytes : static_cast<std::size_t>(want);
+}
 
 class shelves {
  public:
@@ -47,6 +54,21 @@ class shelves {
       for (const held& h : shelf) bytes += h.capacity;
     }
     return {count, bytes};
+  }
+
+  // Frees buffers, the largest shelves first, until their bytes reach `bytes` or none is left;
+  // answers how many and their bytes (free_all: every one).
+  std::pair<std::size_t, std::size_t> free_largest(std::size_t bytes) noexcept {
+    std::size_t count = 0, freed = 0;
+    for (auto shelf = shelves_.rbegin(); shelf != shelves_.rend() && freed < bytes; ++shelf) {
+      while (!shelf->empty() && freed < bytes) {
+        ++count;
+        freed += shelf->back().capacity;
+        free_bytes(shelf->back().data);
+        shelf->pop_back();
+      }
+    }
+    return {count, freed};
   }
 
   // Frees every buffer; answers how many and their bytes.
