@@ -1,5 +1,6 @@
-// sluice._sluice: the gate, the limiter and the pool as a Python extension (pybind11). The package
-// `sluice` (python/sluice/__init__.py) re-exports it and adds what is written in Python: admit_async.
+// sluice._sluice: the gate, the limiter, the pool and the memory-pressure monitor as a Python
+// extension (pybind11). The package `sluice` (python/sluice/__init__.py) re-exports it and adds
+// what is written in Python: admit_async.
 //
 // Python's rules, kept here: a wait releases the GIL and wakes for signals (so that Ctrl-C
 // reaches a thread in admit()); bad arguments raise TypeError or ValueError; no call reaches
@@ -23,12 +24,14 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <unordered_map>
 #include <utility>
 
 #include "sluice/gate.hpp"
 #include "sluice/limit.hpp"
 #include "sluice/pool.hpp"
+#include "sluice/pressure.hpp"
 
 namespace py = pybind11;
 
@@ -990,6 +993,241 @@ void bind_limiter(py::module_& m) {
       });
 }
 
+// ---- memory pressure ----------------------------------------------------------------------------
+//
+// sluice.PressureMonitor is sluice::pressure_monitor (sluice/pressure.hpp): poll() reads the PSI
+// file, and a cgroup's memory.current and memory.max, and answers a sluice.Pressure that
+// Gate.adjust and Limiter.adjust take as it is. The reads run with the GIL released, on a copy of
+// the monitor made with the GIL held: a thread that reads level or reading meanwhile, or polls the
+// same monitor, never meets a half-written one (the poll that returns last is the one kept), and
+// a failed poll leaves the monitor as it was. The errors, as Python's own reads raise them: a file
+// that cannot be read raises OSError with its errno and file name (FileNotFoundError, ...), one
+// that does not parse ValueError.
+
+// A path (psi, cgroup): a str, bytes or os.PathLike, as os.fspath takes it; the bytes the system
+// is given (a str encoded as os.fsencode does). ValueError for a NUL in it (C++ opens c_str()).
+std::string path_arg(py::handle v, const char* name) {
+  if (!PyUnicode_Check(v.ptr()) && !PyBytes_Check(v.ptr()) &&
+      !PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(v.ptr())), "__fspath__")) {
+    throw py::type_error(std::string(name) + " must be a str or os.PathLike, not " + Py_TYPE(v.ptr())->tp_name);
+  }
+  PyObject* encoded = nullptr;
+  if (PyUnicode_FSConverter(v.ptr(), &encoded) == 0) throw py::error_already_set();
+  const auto bytes = py::reinterpret_steal<py::bytes>(encoded);
+  return std::string(bytes);
+}
+
+// A path as Python reads it back: os.fsdecode.
+py::str path_str(const std::string& path) {
+  return py::reinterpret_steal<py::str>(
+      PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
+}
+
+// A field of a PressureReading made in Python: a number, not NaN (no file reads as NaN, and it
+// would compare as below every threshold).
+double reading_value(py::handle v, const char* name) {
+  const double x = real_arg(v, name);
+  if (std::isnan(x)) throw py::value_error(std::string(name) + " must be a number, not NaN");
+  return x;
+}
+
+// A total (microseconds stalled): an int >= 0, not a bool; ValueError below zero; saturates at
+// 2**64 - 1, the kernel's largest.
+std::uint64_t total_arg(py::handle v, const char* name) {
+  if (PyBool_Check(v.ptr())) throw py::type_error(std::string(name) + " must be an int, not bool");
+  const py::int_ i = integer(v, name);
+  if (PyObject_RichCompareBool(i.ptr(), py::int_(0).ptr(), Py_LT) == 1) {
+    throw py::value_error(std::string(name) + " must be >= 0");
+  }
+  const unsigned long long x = PyLong_AsUnsignedLongLong(i.ptr());
+  if (x == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();  // 2**64 and above
+    return std::numeric_limits<std::uint64_t>::max();
+  }
+  return x;
+}
+
+// The OSError that Python's open() would raise for the file poll() could not read: errno, its
+// message, and the file's name, which std::system_error carries only inside what() (the
+// library's "sluice::pressure_monitor: <path>", then ": <message>"); None when it does not.
+[[noreturn]] void raise_os_error(const std::system_error& e) {
+  const std::string what = e.what(), prefix = "sluice::pressure_monitor: ", suffix = ": " + e.code().message();
+  py::object filename = py::none();
+  if (what.size() >= prefix.size() + suffix.size() && what.starts_with(prefix) && what.ends_with(suffix)) {
+    filename = path_str(what.substr(prefix.size(), what.size() - prefix.size() - suffix.size()));
+  }
+  // OSError(errno, strerror, filename) is the subclass its errno names: FileNotFoundError for ENOENT.
+  const py::object error = py::handle(PyExc_OSError)(e.code().value(), e.code().message(), filename);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+  throw py::error_already_set();
+}
+
+py::object optional_path(const std::string& path) {
+  if (path.empty()) return py::none();
+  return path_str(path);
+}
+
+void bind_pressure(py::module_& m) {
+  using reading = sluice::pressure_reading;
+  py::class_<reading> reading_class(m, "PressureReading",
+                                    "What one poll read (PressureMonitor.reading, parse_psi): a snapshot, read-only.\n"
+                                    "Averages in percent of the time, totals in microseconds stalled since boot;\n"
+                                    "usage is memory.current / memory.max, or None.",
+                                    py::is_final());
+  class_fixed(reading_class)
+      .def(py::init([](py::handle some_avg10, py::handle some_avg60, py::handle some_avg300, py::handle some_total,
+                       py::handle full_avg10, py::handle full_avg60, py::handle full_avg300, py::handle full_total,
+                       py::handle usage) {
+             reading r;
+             r.some_avg10 = reading_value(some_avg10, "some_avg10");
+             r.some_avg60 = reading_value(some_avg60, "some_avg60");
+             r.some_avg300 = reading_value(some_avg300, "some_avg300");
+             r.some_total = total_arg(some_total, "some_total");
+             r.full_avg10 = reading_value(full_avg10, "full_avg10");
+             r.full_avg60 = reading_value(full_avg60, "full_avg60");
+             r.full_avg300 = reading_value(full_avg300, "full_avg300");
+             r.full_total = total_arg(full_total, "full_total");
+             if (!usage.is_none()) r.usage = reading_value(usage, "usage");
+             return r;
+           }),
+           py::kw_only(), py::arg("some_avg10") = 0.0, py::arg("some_avg60") = 0.0, py::arg("some_avg300") = 0.0,
+           py::arg("some_total") = 0, py::arg("full_avg10") = 0.0, py::arg("full_avg60") = 0.0,
+           py::arg("full_avg300") = 0.0, py::arg("full_total") = 0, py::arg("usage") = py::none(),
+           "A reading made by hand (for PressureMonitor.level_of): numbers, not NaN; totals ints >= 0.")
+      .def_property_readonly("some_avg10", [](py::handle r) { return live<reading>(r).some_avg10; },
+                             "% of the last 10 s in which some task stalled on memory.")
+      .def_property_readonly("some_avg60", [](py::handle r) { return live<reading>(r).some_avg60; },
+                             "The same over 60 s.")
+      .def_property_readonly("some_avg300", [](py::handle r) { return live<reading>(r).some_avg300; },
+                             "The same over 300 s.")
+      .def_property_readonly("some_total", [](py::handle r) { return live<reading>(r).some_total; },
+                             "Microseconds in which some task stalled, since boot.")
+      .def_property_readonly("full_avg10", [](py::handle r) { return live<reading>(r).full_avg10; },
+                             "% of the last 10 s in which every task stalled on memory (0 without a 'full' line).")
+      .def_property_readonly("full_avg60", [](py::handle r) { return live<reading>(r).full_avg60; },
+                             "The same over 60 s.")
+      .def_property_readonly("full_avg300", [](py::handle r) { return live<reading>(r).full_avg300; },
+                             "The same over 300 s.")
+      .def_property_readonly("full_total", [](py::handle r) { return live<reading>(r).full_total; },
+                             "Microseconds in which every task stalled, since boot.")
+      .def_property_readonly("usage", [](py::handle r) { return live<reading>(r).usage; },
+                             "memory.current / memory.max of the cgroup read, or None (no cgroup, or a\n"
+                             "memory.max of 'max'). A memory.max of 0 reads as 1.0.")
+      .def("__eq__",
+           [](py::handle a, py::handle b) -> py::object {
+             if (!py::isinstance<reading>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+             const reading &x = live<reading>(a), &y = live<reading>(b);
+             return py::bool_(x.some_avg10 == y.some_avg10 && x.some_avg60 == y.some_avg60 &&
+                              x.some_avg300 == y.some_avg300 && x.some_total == y.some_total &&
+                              x.full_avg10 == y.full_avg10 && x.full_avg60 == y.full_avg60 &&
+                              x.full_avg300 == y.full_avg300 && x.full_total == y.full_total && x.usage == y.usage);
+           },
+           py::is_operator())
+      .def("__repr__", [](py::handle self) {
+        const reading& r = live<reading>(self);
+        return py::str("PressureReading(some_avg10={!r}, some_avg60={!r}, some_avg300={!r}, some_total={!r}, "
+                       "full_avg10={!r}, full_avg60={!r}, full_avg300={!r}, full_total={!r}, usage={!r})")
+            .format(r.some_avg10, r.some_avg60, r.some_avg300, r.some_total, r.full_avg10, r.full_avg60,
+                    r.full_avg300, r.full_total, r.usage);
+      });
+
+  m.def("parse_psi",
+        [](py::handle text) -> std::optional<reading> {
+          if (!PyUnicode_Check(text.ptr())) {
+            throw py::type_error(std::string("text must be a str, not ") + Py_TYPE(text.ptr())->tp_name);
+          }
+          return sluice::parse_psi(text.cast<std::string>());
+        },
+        py::arg("text"),
+        "The text of a PSI file ('some avg10=... avg60=... avg300=... total=...', and 'full ...'),\n"
+        "parsed: a PressureReading (usage None), or None when it is not one (no 'some' line, a line\n"
+        "twice or unknown, a field missing or not a number).");
+
+  using monitor = sluice::pressure_monitor;
+  py::class_<monitor> monitor_class(m, "PressureMonitor",
+                                    "Linux's memory pressure (PSI), the system's or a cgroup v2's, and a cgroup's\n"
+                                    "usage, read as Pressure.OK, SOFT or HARD each time poll() is called.",
+                                    py::is_final());
+  class_fixed(monitor_class)
+      .def(py::init([](py::handle psi, py::handle soft_some, py::handle hard_full, py::handle cgroup,
+                       py::handle soft_usage, py::handle hard_usage) {
+             return new monitor(sluice::pressure_options{.psi = path_arg(psi, "psi"),
+                                                         .soft_some = real_arg(soft_some, "soft_some"),
+                                                         .hard_full = real_arg(hard_full, "hard_full"),
+                                                         .cgroup = cgroup.is_none() ? std::string() : path_arg(cgroup, "cgroup"),
+                                                         .soft_usage = real_arg(soft_usage, "soft_usage"),
+                                                         .hard_usage = real_arg(hard_usage, "hard_usage")});
+           }),
+           py::arg("psi") = "/proc/pressure/memory", py::kw_only(), py::arg("soft_some") = 10.0,
+           py::arg("hard_full") = 10.0, py::arg("cgroup") = py::none(), py::arg("soft_usage") = 0.85,
+           py::arg("hard_usage") = 0.95,
+           "psi: a PSI file (a str or os.PathLike): the system's, or a cgroup v2's memory.pressure.\n"
+           "cgroup: a cgroup v2 directory whose memory.current and memory.max are read too (None or '':\n"
+           "none). The thresholds are numbers, clamped: soft_some and hard_full (percent) into [0, 100],\n"
+           "soft_usage and hard_usage into [0, 1]; NaN takes the default. Reads nothing yet.")
+      .def("poll",
+           [](py::handle self) {
+             monitor work = live<monitor>(self);  // the GIL held: see the section's comment
+             std::exception_ptr failed;
+             // Released and taken back by hand, as admit does (a daemon thread ended at exit).
+             PyThreadState* const saved = PyEval_SaveThread();
+             try {
+               work.poll();
+             } catch (...) {
+               failed = std::current_exception();
+             }
+             PyEval_RestoreThread(saved);
+             if (failed) {
+               try {
+                 std::rethrow_exception(failed);
+               } catch (const std::system_error& e) {
+                 raise_os_error(e);
+               } catch (const std::runtime_error& e) {
+                 throw py::value_error(e.what());
+               }
+             }
+             monitor& kept = live<monitor>(self);
+             kept = std::move(work);
+             return kept.level();
+           },
+           "Reads the files now (the GIL released) and answers the level, a sluice.Pressure: HARD when\n"
+           "'full' avg10 >= hard_full or usage >= hard_usage, SOFT when 'some' avg10 >= soft_some or\n"
+           "usage >= soft_usage, else OK. OSError (FileNotFoundError, PermissionError, ...) with errno\n"
+           "and filename when a file cannot be read; ValueError when one does not read as the kernel\n"
+           "writes it. level and reading are left as they were by a poll that raised.")
+      .def_property_readonly("level", [](py::handle self) { return live<monitor>(self).level(); },
+                             "The last poll's level; Pressure.OK before the first.")
+      .def_property_readonly("reading", [](py::handle self) { return live<monitor>(self).reading(); },
+                             "What the last poll read (a PressureReading, a copy); zeros before the first.")
+      .def("level_of",
+           [](py::handle self, py::handle r) {
+             const monitor& mon = live<monitor>(self);
+             if (!py::isinstance<reading>(r)) {
+               throw py::type_error(std::string("reading must be a sluice.PressureReading, not ") + Py_TYPE(r.ptr())->tp_name);
+             }
+             return mon.level_of(live<reading>(r));
+           },
+           py::arg("reading"), "The level that a reading gives under these thresholds: what poll() would answer.")
+      .def_property_readonly("psi", [](py::handle self) { return path_str(live<monitor>(self).options().psi); },
+                             "The PSI file read, as a str.")
+      .def_property_readonly("cgroup", [](py::handle self) { return optional_path(live<monitor>(self).options().cgroup); },
+                             "The cgroup directory read, as a str, or None.")
+      .def_property_readonly("soft_some", [](py::handle self) { return live<monitor>(self).options().soft_some; },
+                             "'some' avg10 (percent) from which: SOFT; as clamped.")
+      .def_property_readonly("hard_full", [](py::handle self) { return live<monitor>(self).options().hard_full; },
+                             "'full' avg10 (percent) from which: HARD; as clamped.")
+      .def_property_readonly("soft_usage", [](py::handle self) { return live<monitor>(self).options().soft_usage; },
+                             "The cgroup's usage from which: SOFT; as clamped.")
+      .def_property_readonly("hard_usage", [](py::handle self) { return live<monitor>(self).options().hard_usage; },
+                             "The cgroup's usage from which: HARD; as clamped.")
+      .def("__repr__", [](py::handle self) {
+        const monitor& mon = live<monitor>(self);
+        py::str text = py::str("<sluice.PressureMonitor psi={!r}").format(path_str(mon.options().psi));
+        if (!mon.options().cgroup.empty()) text = py::str("{} cgroup={!r}").format(text, path_str(mon.options().cgroup));
+        return py::str("{} level={}>").format(text, py::cast(mon.level()).attr("name"));
+      });
+}
+
 // ---- buffers ------------------------------------------------------------------------------------
 
 // A buffer from a pool. Its bytes are reached through the buffer protocol (memoryview(b)); while
@@ -1067,8 +1305,15 @@ void bind_pool(py::module_& m, const char* name, const char* doc) {
            "Gives the buffer back: kept while enabled, within the bound and the ceiling, freed\n"
            "otherwise. The Buffer is empty afterwards (len 0). BufferError while a memoryview of\n"
            "it is alive.")
-      .def("trim", [](py::handle p) { live<Pool>(p).trim(); },
-           "Frees what the pool retains (other threads' caches: at their next call).")
+      .def("trim",
+           [](py::handle p, py::handle share) {
+             if (share.is_none()) return live<Pool>(p).trim();
+             live<Pool>(p).trim(real_arg(share, "share"));
+           },
+           py::arg("share") = py::none(),
+           "Frees what the pool retains (other threads' caches: at their next call). With a share\n"
+           "(0 to 1): frees that share of the retained bytes, the largest classes first, from what\n"
+           "no cache holds; 0 or less, or NaN: nothing; 1 or more: all, as trim().")
       .def_property_readonly("retained", [](py::handle p) { return live<Pool>(p).retained(); },
                              "Buffers held now, caches included.")
       .def_property("enabled", [](py::handle p) { return live<Pool>(p).enabled(); },
@@ -1152,6 +1397,7 @@ PYBIND11_MODULE(_sluice, m) {
                                 "Gate's twin over a mutex: the same calls and answers. As any mutex, not for a\n"
                                 "child forked while another thread was inside one of its calls (Gate is).");
   bind_limiter(m);
+  bind_pressure(m);
 
   py::class_<sluice::pool_stats> stats(m, "PoolStats", "A pool's statistics (Pool.stats).", py::is_final());
   made_by_the_module_only(class_fixed(stats));

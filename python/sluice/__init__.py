@@ -1,4 +1,5 @@
-"""sluice: a lock-free admission gate, its latency limiter and a bounded buffer pool, from Python.
+"""sluice: a lock-free admission gate, its latency limiter, a bounded buffer pool and a memory-pressure
+monitor, from Python.
 
     g = sluice.Gate(cap=4)                 # sluice.MutexGate alike
     g.note_submitted(); g.note_done()      # never block; done never goes below zero
@@ -19,8 +20,12 @@
     p = sluice.Pool(bound=1024, ceiling=4 << 20)   # sluice.MutexPool alike
     b = p.acquire(n); memoryview(b)[:] = ...; p.retire(b)
 
-The gates, the limiter and the pools are sluice's C++ ones (sluice._sluice); admit_async is written here, on the
-gates' own async waiters: no thread is started (the module's thread count is zero).
+    m = sluice.PressureMonitor("/proc/pressure/memory", cgroup=None)   # Linux's PSI, a cgroup's usage
+    level = m.poll()                       # -> sluice.Pressure.OK, SOFT or HARD; m.level, m.reading
+    g.adjust(level, 64)                    # a gate follows it (or lim.adjust(level): a limiter)
+
+The gates, the limiter, the pools and the monitor are sluice's C++ ones (sluice._sluice); admit_async is written
+here, on the gates' own async waiters: no thread is started (the module's thread count is zero).
 """
 
 import asyncio
@@ -30,12 +35,12 @@ import weakref
 
 from sluice import _sluice
 from sluice._sluice import (AIMD, GATE_LIMIT, Buffer, GateClosed, GatePermit, GateStats, Gradient2, Limiter,
-                            LimiterStats, MutexGatePermit, MutexPool, Outcome, Pool, PoolStats, Pressure, TimedPermit,
-                            Vegas)
+                            LimiterStats, MutexGatePermit, MutexPool, Outcome, Pool, PoolStats, Pressure,
+                            PressureMonitor, PressureReading, TimedPermit, Vegas, parse_psi)
 
 __all__ = ["AIMD", "GATE_LIMIT", "Buffer", "Gate", "GateClosed", "GatePermit", "GateStats", "Gradient2", "Limiter",
            "LimiterStats", "MutexGate", "MutexGatePermit", "MutexPool", "Outcome", "Pool", "PoolStats", "Pressure",
-           "TimedPermit", "Vegas"]
+           "PressureMonitor", "PressureReading", "TimedPermit", "Vegas", "parse_psi"]
 
 # admit_async waits on the gate's own queue of async waiters, as <sluice/asio.hpp> does, with an
 # event loop where Asio has an executor; it starts no thread. Each event loop that waits gets a

@@ -1,7 +1,9 @@
-"""Type stubs of sluice: a lock-free admission gate, its latency limiter and a bounded buffer pool."""
+"""Type stubs of sluice: a lock-free admission gate, its latency limiter, a bounded buffer pool and a
+memory-pressure monitor."""
 
+import os
 from types import TracebackType
-from typing import ClassVar, Literal, Optional, Self, SupportsFloat, SupportsIndex, Type, Union
+from typing import ClassVar, Literal, Optional, Protocol, Self, SupportsFloat, SupportsIndex, Type, Union
 
 GATE_LIMIT: int  # 2**31 - 1: the largest cap and count
 
@@ -244,7 +246,7 @@ class _PoolCalls:  # what Pool and MutexPool both have (not a class at run time)
     def take(self, size: SupportsIndex) -> Optional[Buffer]: ...
     def acquire(self, size: SupportsIndex) -> Buffer: ...
     def retire(self, buffer: Buffer) -> None: ...
-    def trim(self) -> None: ...
+    def trim(self, share: Optional[SupportsFloat] = None) -> None: ...
     def stats(self) -> PoolStats: ...
     @property
     def retained(self) -> int: ...
@@ -258,3 +260,79 @@ class Pool(_PoolCalls):
 
 class MutexPool(_PoolCalls):
     """Pool's twin over one mutex: the same calls and answers."""
+
+class PressureReading:
+    """What one poll read (PressureMonitor.reading, parse_psi): a read-only snapshot. Averages in
+    percent, totals in microseconds stalled since boot; usage memory.current / memory.max or None."""
+
+    def __init__(
+        self,
+        *,
+        some_avg10: SupportsFloat = 0.0,
+        some_avg60: SupportsFloat = 0.0,
+        some_avg300: SupportsFloat = 0.0,
+        some_total: SupportsIndex = 0,
+        full_avg10: SupportsFloat = 0.0,
+        full_avg60: SupportsFloat = 0.0,
+        full_avg300: SupportsFloat = 0.0,
+        full_total: SupportsIndex = 0,
+        usage: Optional[SupportsFloat] = None,
+    ) -> None: ...
+    @property
+    def some_avg10(self) -> float: ...
+    @property
+    def some_avg60(self) -> float: ...
+    @property
+    def some_avg300(self) -> float: ...
+    @property
+    def some_total(self) -> int: ...
+    @property
+    def full_avg10(self) -> float: ...
+    @property
+    def full_avg60(self) -> float: ...
+    @property
+    def full_avg300(self) -> float: ...
+    @property
+    def full_total(self) -> int: ...
+    @property
+    def usage(self) -> Optional[float]: ...
+
+_Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
+
+class PressureMonitor:
+    """Linux's memory pressure (PSI), the system's or a cgroup v2's, and a cgroup's usage, read as
+    Pressure.OK, SOFT or HARD each time poll() is called."""
+
+    def __init__(
+        self,
+        psi: _Path = "/proc/pressure/memory",
+        *,
+        soft_some: SupportsFloat = 10.0,
+        hard_full: SupportsFloat = 10.0,
+        cgroup: Optional[_Path] = None,
+        soft_usage: SupportsFloat = 0.85,
+        hard_usage: SupportsFloat = 0.95,
+    ) -> None: ...
+    def poll(self) -> Pressure: ...
+    @property
+    def level(self) -> Pressure: ...
+    @property
+    def reading(self) -> PressureReading: ...
+    def level_of(self, reading: PressureReading) -> Pressure: ...
+    @property
+    def psi(self) -> str: ...
+    @property
+    def cgroup(self) -> Optional[str]: ...
+    @property
+    def soft_some(self) -> float: ...
+    @property
+    def hard_full(self) -> float: ...
+    @property
+    def soft_usage(self) -> float: ...
+    @property
+    def hard_usage(self) -> float: ...
+
+class _ParsePsi(Protocol):  # parse_psi's signature (a function: named below as test_stubs reads names)
+    def __call__(self, text: str) -> Optional[PressureReading]: ...
+
+parse_psi: _ParsePsi  # a PSI file's text parsed: a PressureReading (usage None), or None when it is not one

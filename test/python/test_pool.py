@@ -1,6 +1,7 @@
 """sluice.Pool from Python: the frame pool's semantics (exact lengths, the smallest class that
 fits, the oversized refused, the bound, the switch, flat over rounds), the memoryview rules, and
 bad arguments. Buffers of a chosen capacity come fresh from a pool that keeps nothing."""
+import math
 import os
 import queue
 import threading
@@ -69,6 +70,22 @@ def test_the_switch(pool_type):
     p.retire(fresh.acquire(1000))
     p.trim()
     assert p.retained == 0
+
+
+def test_trim_a_share_frees_the_largest_first(pool_type):
+    p = pool_type(bound=64, thread_cache=False)
+    held = [p.acquire(64 << 10) for _ in range(4)] + [p.acquire(1024) for _ in range(8)]
+    for b in held:
+        p.retire(b)
+    p.trim(0.0)
+    p.trim(math.nan)
+    assert p.retained == 12
+    p.trim(0.5)  # at least half of 270,336 bytes: three of the 64 KiB buffers
+    assert p.retained == 9 and p.stats().retained_bytes == 65536 + 8 * 1024
+    p.trim(share=2)  # 1 or more: all
+    assert p.retained == 0
+    with pytest.raises(TypeError):
+        p.trim("0.5")
 
 
 def test_flat_over_rounds(pool_type):
