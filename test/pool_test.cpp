@@ -218,13 +218,16 @@ TEST_CASE_TEMPLATE("no buffer is ever handed to two holders at once", P, POOLS) 
   CHECK(hits.load() > 0);
 }
 
-TEST_CASE_TEMPLATE("trim races with traffic and leaves nothing behind", P, POOLS) {
-  P p{pool_options{.bound = 256}};
+// Three threads take, write, check and retire (off-class buffers too) while a fourth calls
+// trim_once(i) 300 times; then, the traffic's caches given back at its threads' exit, one more
+// trim() must free everything.
+template <class P, class Trim>
+void trims_race_traffic(P& p, Trim trim_once) {
   std::atomic<bool> stop{false};
   run_threads(4, [&](std::size_t t) {
     if (t == 0) {
       for (int i = 0; i < 300; ++i) {
-        p.trim();
+        trim_once(i);
         std::this_thread::yield();
       }
       stop.store(true);
@@ -239,11 +242,15 @@ TEST_CASE_TEMPLATE("trim races with traffic and leaves nothing behind", P, POOLS
       if (i % 7 == 0) p.retire(buffer(1000));  // off-class buffers too
     }
   });
-  // The traffic threads have exited and given their caches back; one more trim frees all.
   p.trim();
   CHECK(p.retained() == 0);
   CHECK(p.stats().retained_bytes == 0);
   CHECK_FALSE(p.take(1));
+}
+
+TEST_CASE_TEMPLATE("trim races with traffic and leaves nothing behind", P, POOLS) {
+  P p{pool_options{.bound = 256}};
+  trims_race_traffic(p, [&](int) { p.trim(); });
 }
 
 TEST_CASE_TEMPLATE("trim(share) frees a share of the bytes, largest classes first", P, POOLS) {
@@ -300,29 +307,10 @@ TEST_CASE("trim(share) with thread caches: from the shared stacks, what the cach
 
 TEST_CASE_TEMPLATE("trim(share) races with traffic: nothing handed twice, nothing lost", P, POOLS) {
   P p{pool_options{.bound = 256}};
-  std::atomic<bool> stop{false};
-  run_threads(4, [&](std::size_t t) {
-    if (t == 0) {
-      for (int i = 0; i < 300; ++i) {
-        p.trim(0.25 * (i % 4));
-        CHECK(p.retained() <= 256);
-        std::this_thread::yield();
-      }
-      stop.store(true);
-      return;
-    }
-    std::uint64_t i = 0;
-    while (!stop.load()) {
-      buffer b = p.acquire(1000 + (i++ % 5) * 3000);
-      fill(b.bytes(), i);
-      CHECK(first_difference(b.bytes(), i) == b.size());
-      p.retire(std::move(b));
-      if (i % 7 == 0) p.retire(buffer(1000));  // off-class buffers too
-    }
+  trims_race_traffic(p, [&](int i) {
+    p.trim(0.25 * (i % 4));
+    CHECK(p.retained() <= 256);
   });
-  p.trim();
-  CHECK(p.retained() == 0);
-  CHECK(p.stats().retained_bytes == 0);
 }
 
 TEST_CASE_TEMPLATE("a zero bound keeps nothing", P, POOLS) {

@@ -413,6 +413,44 @@ TEST_CASE("9. a burst of large frames after small ones stays within the budget's
 
 // ---- what a second review found in the hub rewritten for the cases above ----
 
+// Six guests send eight 1 MiB frames each to rank 1 at once through a hub with options o; every
+// frame must arrive. Answers the hub's statistics and its windows' peak in flight (cases 10, 18).
+struct race {
+  hub_stats stats;
+  std::int64_t peak_in_flight;
+};
+race large_frames_race(const hub_options& o) {
+  hub<sluice::pool> h(o, {});
+  h.start();
+  client a(h.port()), b(h.port());
+  a.hello(0);
+  b.hello(1);
+  constexpr int guests = 6, frames = 8;
+  std::vector<std::unique_ptr<client>> g;
+  for (std::uint32_t i = 0; i < guests; ++i) {
+    g.push_back(std::make_unique<client>(h.port()));
+    g.back()->hello(2 + i);
+  }
+  std::vector<std::thread> senders;
+  for (std::uint32_t i = 0; i < guests; ++i) {
+    senders.emplace_back([&, i] {
+      for (std::uint64_t s = 0; s < frames; ++s) {
+        if (g[i]->send(2 + i, 1, s, std::size_t{1} << 20) != 0) break;
+      }
+    });
+  }
+  int got = 0;
+  while (got < guests * frames && b.receive(in(10000ms))) ++got;
+  CHECK(got == guests * frames);
+  for (auto& t : senders) t.join();
+  const hub_stats s = h.stats();
+  const race r{s, h.windows().peak_in_flight};
+  for (auto& c : g) c->cut();
+  a.cut();
+  b.cut();
+  return r;
+}
+
 TEST_CASE("10. large frames that race for one destination never pass its bound together") {
   // A window of two units; six guests send 1 MiB frames to rank 1 at once. Each frame is larger
   // than the window, so it counts as the whole window and goes alone: one in flight at a time.
@@ -426,36 +464,10 @@ TEST_CASE("10. large frames that race for one destination never pass its bound t
     hub_options o = options(2);
     o.budget = 2 * 2 * admission_unit;  // each destination's share: 2 units
     o.limit = limit;
-    hub<sluice::pool> h(o, {});
-    h.start();
-    client a(h.port()), b(h.port());
-    a.hello(0);
-    b.hello(1);
-    constexpr int guests = 6, frames = 8;
-    std::vector<std::unique_ptr<client>> g;
-    for (std::uint32_t i = 0; i < guests; ++i) {
-      g.push_back(std::make_unique<client>(h.port()));
-      g.back()->hello(2 + i);
-    }
-    std::vector<std::thread> senders;
-    for (std::uint32_t i = 0; i < guests; ++i) {
-      senders.emplace_back([&, i] {
-        for (std::uint64_t s = 0; s < frames; ++s) {
-          if (g[i]->send(2 + i, 1, s, std::size_t{1} << 20) != 0) break;
-        }
-      });
-    }
-    int got = 0;
-    while (got < guests * frames && b.receive(in(10000ms))) ++got;
-    CHECK(got == guests * frames);
-    for (auto& t : senders) t.join();
-    const hub_stats s = h.stats();
-    CHECK(s.window_max == 2);
-    CHECK(h.windows().peak_in_flight <= s.window_max);
-    CHECK(s.peak_destination <= s.largest_frame);  // 1 MiB: one frame at a time
-    for (auto& c : g) c->cut();
-    a.cut();
-    b.cut();
+    const race r = large_frames_race(o);
+    CHECK(r.stats.window_max == 2);
+    CHECK(r.peak_in_flight <= r.stats.window_max);
+    CHECK(r.stats.peak_destination <= r.stats.largest_frame);  // 1 MiB: one frame at a time
   }
 }
 
@@ -687,35 +699,9 @@ TEST_CASE("18. a latency limit below a waiting frame's units does not hold it fo
     hub_options o = options(2);
     o.budget = std::size_t{4} << 20;
     o.limit = limit;
-    hub<sluice::pool> h(o, {});
-    h.start();
-    client a(h.port()), b(h.port());
-    a.hello(0);
-    b.hello(1);
-    constexpr int guests = 6, frames = 8;
-    std::vector<std::unique_ptr<client>> g;
-    for (std::uint32_t i = 0; i < guests; ++i) {
-      g.push_back(std::make_unique<client>(h.port()));
-      g.back()->hello(2 + i);
-    }
-    std::vector<std::thread> senders;
-    for (std::uint32_t i = 0; i < guests; ++i) {
-      senders.emplace_back([&, i] {
-        for (std::uint64_t s = 0; s < frames; ++s) {
-          if (g[i]->send(2 + i, 1, s, std::size_t{1} << 20) != 0) break;
-        }
-      });
-    }
-    int got = 0;
-    while (got < guests * frames && b.receive(in(10000ms))) ++got;
-    CHECK(got == guests * frames);
-    for (auto& t : senders) t.join();
-    const hub_stats s = h.stats();
-    CHECK(s.window_max == 32);
-    CHECK(h.windows().peak_in_flight <= s.window_max);
-    CHECK(s.limit_applied > 0);
-    for (auto& c : g) c->cut();
-    a.cut();
-    b.cut();
+    const race r = large_frames_race(o);
+    CHECK(r.stats.window_max == 32);
+    CHECK(r.peak_in_flight <= r.stats.window_max);
+    CHECK(r.stats.limit_applied > 0);
   }
 }
