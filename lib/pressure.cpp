@@ -1,5 +1,5 @@
 // The memory-pressure monitor (sluice/pressure.hpp, docs/pressure.md): reads PSI and a cgroup's
-// usage from their files, with no locale and no allocation past the file's text.
+// usage from their files, and their numbers without the C library's locale.
 #include "sluice/pressure.hpp"
 
 #include <fcntl.h>
@@ -16,43 +16,61 @@ namespace sluice {
 
 namespace {
 
-// The whole of a small file (PSI and cgroup files are a line or two); throws as poll() says.
+constexpr std::size_t most_text = std::size_t{1} << 16;  // PSI and cgroup files are a line or two
+
+[[noreturn]] void not_what_the_kernel_writes(const std::string& path) {
+  throw std::runtime_error("sluice::pressure_monitor: " + path + " does not read as the kernel writes it");
+}
+
+// The whole of a small file; throws as poll() says. O_NONBLOCK: a FIFO given by mistake fails
+// its read rather than hanging the poll in open(); the kernel's files are never FIFOs.
 std::string read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (path.find('\0') != std::string::npos) {  // open() would take the name up to it
+    throw std::system_error(EINVAL, std::generic_category(), "sluice::pressure_monitor: a path with a NUL");
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "sluice::pressure_monitor: " + path);
   std::string text;
   char chunk[512];
   for (;;) {
     const ssize_t got = ::read(fd, chunk, sizeof chunk);
     if (got < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR) continue;  // EAGAIN (a FIFO with no data) throws below
       const int error = errno;
       ::close(fd);
       throw std::system_error(error, std::generic_category(), "sluice::pressure_monitor: " + path);
     }
     if (got == 0) break;
     text.append(chunk, static_cast<std::size_t>(got));
-    if (text.size() > (std::size_t{1} << 16)) break;  // not a PSI or cgroup file: the parse says so
+    if (text.size() > most_text) {
+      ::close(fd);
+      not_what_the_kernel_writes(path);
+    }
   }
   ::close(fd);
   return text;
 }
 
-[[noreturn]] void not_what_the_kernel_writes(const std::string& path) {
-  throw std::runtime_error("sluice::pressure_monitor: " + path + " does not read as the kernel writes it");
-}
-
-// Digits, with an optional fraction: "12.34". Locale-free (the kernel writes a point).
+// Digits, or digits, a point and digits ("12.34", as the kernel writes "%lu.%02lu"), at most 15
+// in all: the value is their integer over a power of ten, both exact in a double, so the one
+// division rounds correctly and a figure read equals the same figure written as a threshold.
 std::optional<double> decimal(std::string_view s) {
-  double value = 0;
-  std::size_t i = 0, digits = 0;
-  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, ++digits) value = value * 10 + (s[i] - '0');
+  std::uint64_t mantissa = 0;
+  int digits = 0, fraction = 0;
+  std::size_t i = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, ++digits) mantissa = mantissa * 10 + static_cast<std::uint64_t>(s[i] - '0');
+  if (digits == 0) return std::nullopt;
   if (i < s.size() && s[i] == '.') {
-    double scale = 0.1;
-    for (++i; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, ++digits, scale /= 10) value += (s[i] - '0') * scale;
+    for (++i; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, ++digits, ++fraction) {
+      mantissa = mantissa * 10 + static_cast<std::uint64_t>(s[i] - '0');
+      if (digits >= 15) return std::nullopt;
+    }
+    if (fraction == 0) return std::nullopt;
   }
-  if (digits == 0 || i != s.size() || !std::isfinite(value)) return std::nullopt;
-  return value;
+  if (i != s.size() || digits > 15) return std::nullopt;
+  double scale = 1;
+  for (int k = 0; k < fraction; ++k) scale *= 10;  // exact: 10^14 at most
+  return static_cast<double>(mantissa) / scale;
 }
 
 std::optional<std::uint64_t> whole(std::string_view s) {

@@ -997,12 +997,11 @@ void bind_limiter(py::module_& m) {
 //
 // sluice.PressureMonitor is sluice::pressure_monitor (sluice/pressure.hpp): poll() reads the PSI
 // file, and a cgroup's memory.current and memory.max, and answers a sluice.Pressure that
-// Gate.adjust and Limiter.adjust take as it is. The reads run with the GIL released, on a copy of
-// the monitor made with the GIL held: a thread that reads level or reading meanwhile, or polls the
-// same monitor, never meets a half-written one (the poll that returns last is the one kept), and
-// a failed poll leaves the monitor as it was. The errors, as Python's own reads raise them: a file
-// that cannot be read raises OSError with its errno and file name (FileNotFoundError, ...), one
-// that does not parse ValueError.
+// Gate.adjust and Limiter.adjust take as it is. The reads (a few microseconds, files opened
+// without blocking) run with the GIL held, which also keeps two Python threads from polling one
+// monitor at once; a failed poll leaves the monitor as it was. The errors, as Python's own reads
+// raise them: a file that cannot be read raises OSError with its errno and file name
+// (FileNotFoundError, ...), one that does not parse ValueError.
 
 // A path (psi, cgroup): a str, bytes or os.PathLike, as os.fspath takes it; the bytes the system
 // is given (a str encoded as os.fsencode does). ValueError for a NUL in it (C++ opens c_str()).
@@ -1167,30 +1166,16 @@ void bind_pressure(py::module_& m) {
            "soft_usage and hard_usage into [0, 1]; NaN takes the default. Reads nothing yet.")
       .def("poll",
            [](py::handle self) {
-             monitor work = live<monitor>(self);  // the GIL held: see the section's comment
-             std::exception_ptr failed;
-             // Released and taken back by hand, as admit does (a daemon thread ended at exit).
-             PyThreadState* const saved = PyEval_SaveThread();
+             monitor& mon = live<monitor>(self);
              try {
-               work.poll();
-             } catch (...) {
-               failed = std::current_exception();
+               return mon.poll();
+             } catch (const std::system_error& e) {  // first: it is a runtime_error too
+               raise_os_error(e);
+             } catch (const std::runtime_error& e) {
+               throw py::value_error(e.what());
              }
-             PyEval_RestoreThread(saved);
-             if (failed) {
-               try {
-                 std::rethrow_exception(failed);
-               } catch (const std::system_error& e) {
-                 raise_os_error(e);
-               } catch (const std::runtime_error& e) {
-                 throw py::value_error(e.what());
-               }
-             }
-             monitor& kept = live<monitor>(self);
-             kept = std::move(work);
-             return kept.level();
            },
-           "Reads the files now (the GIL released) and answers the level, a sluice.Pressure: HARD when\n"
+           "Reads the files now and answers the level, a sluice.Pressure: HARD when\n"
            "'full' avg10 >= hard_full or usage >= hard_usage, SOFT when 'some' avg10 >= soft_some or\n"
            "usage >= soft_usage, else OK. OSError (FileNotFoundError, PermissionError, ...) with errno\n"
            "and filename when a file cannot be read; ValueError when one does not read as the kernel\n"

@@ -278,13 +278,42 @@ TEST_CASE_TEMPLATE("trim(share) frees a share of the bytes, largest classes firs
   CHECK(p.retained() == 0);
   CHECK(p.stats().retained_bytes == 0);
 
-  // Off-class buffers are freed too.
+  // Off-class buffers are freed too, in their class's turn: after the class's own size, before
+  // any smaller class.
   p.retire(buffer(1000));
   p.retire(buffer(3000));
   p.trim(0.5);
   CHECK(p.retained() == 1);
   CHECK(p.stats().retained_bytes == 1000);
   CHECK(p.take(900).capacity() == 1000);
+  {
+    std::vector<buffer> small;
+    for (int i = 0; i < 4; ++i) small.push_back(p.acquire(64));
+    for (buffer& b : small) p.retire(std::move(b));
+  }
+  p.retire(buffer(1000));  // the 1,024 class, above the 64s
+  p.trim(0.5);             // 628 bytes at least: the 1000 alone
+  CHECK(p.retained() == 4);
+  CHECK(p.stats().retained_bytes == 4 * 64);
+  p.trim();
+  p.retire(p.acquire(1024));
+  p.retire(buffer(1000));
+  p.trim(0.5);  // 1,012 bytes at least: the class's own size first, so the 1,024 alone
+  CHECK(p.retained() == 1);
+  CHECK(p.stats().retained_bytes == 1000);
+}
+
+TEST_CASE("trim(share) takes no more of a batch than it needs") {
+  sluice::pool p{pool_options{.bound = 1024}};
+  std::thread([&] {  // its exit moves its cache to the shared stack, sixteen buffers a batch
+    std::vector<buffer> held;
+    for (int i = 0; i < 16; ++i) held.push_back(p.acquire(4096));
+    for (buffer& b : held) p.retire(std::move(b));
+  }).join();
+  REQUIRE(p.retained() == 16);
+  p.trim(0.01);  // 656 bytes at least: one buffer, the rest of its batch back on the stack
+  CHECK(p.retained() == 15);
+  CHECK(p.take(4096));
 }
 
 TEST_CASE("trim(share) with thread caches: from the shared stacks, what the caches hold kept") {

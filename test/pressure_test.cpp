@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -82,11 +83,34 @@ TEST_CASE("parse_psi reads the kernel's two lines, and nothing else") {
                           "some avg10=1.00 avg10=2.00 avg60=0.00 avg300=0.00 total=1\n",          // twice
                           "some avg10=1.00 avg60=0.00 avg300=0.00 total=1\nsome avg10=1.00 avg60=0.00 avg300=0.00 total=1\n",
                           "some avg10=1.00 avg60=0.00 avg300=0.00 total=1\nmany avg10=1.00\n",
-                          "some avg10 avg60=0.00 avg300=0.00 total=1\n"}) {
+                          "some avg10 avg60=0.00 avg300=0.00 total=1\n",
+                          "some avg10=.5 avg60=0.00 avg300=0.00 total=1\n",                   // no digit before
+                          "some avg10=5. avg60=0.00 avg300=0.00 total=1\n",                   // or after
+                          "some avg10=1.000000000000000 avg60=0.00 avg300=0.00 total=1\n",    // 16 digits
+                          "some avg10=1e5 avg60=0.00 avg300=0.00 total=1\n",
+                          "some avg10=1.00 avg60=0.00 avg300=0.00 total=1\r\n",
+                          "some\tavg10=1.00 avg60=0.00 avg300=0.00 total=1\n"}) {
     CAPTURE(bad);
     CHECK_FALSE(sluice::parse_psi(bad));
   }
   CHECK(sluice::parse_psi("some avg10=0.00 avg60=0.00 avg300=0.00 total=18446744073709551615\n")->some_total == UINT64_MAX);
+}
+
+TEST_CASE("a figure read equals the same figure as a threshold, every x.yy from 0 to 100") {
+  // Correctly rounded: "2.31" is the double nearest 2.31, as the literal 2.31 is, so a threshold
+  // of 2.35 is met by a file that says 2.35 (a sum of digit times 0.1, 0.01 read it lower).
+  int wrong = 0;
+  for (int hundredths = 0; hundredths <= 10000; ++hundredths) {
+    char figure[16];
+    std::snprintf(figure, sizeof figure, "%d.%02d", hundredths / 100, hundredths % 100);
+    const auto r = sluice::parse_psi(std::string("some avg10=") + figure + " avg60=0.00 avg300=0.00 total=0\n");
+    REQUIRE(r);
+    const double threshold = std::strtod(figure, nullptr);  // the C locale here: a point
+    if (r->some_avg10 != threshold) ++wrong;
+    const sluice::pressure_monitor m({.soft_some = threshold, .hard_full = 100});
+    if (hundredths > 0 && m.level_of(*r) != pressure::soft) ++wrong;
+  }
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("poll: hard from full's avg10, soft from some's, else ok; thresholds the program's") {
@@ -160,6 +184,24 @@ TEST_CASE("a file that cannot be read throws system_error, one not the kernel's 
   CHECK_THROWS_AS((void)m.poll(), std::runtime_error);
   CHECK(m.level() == pressure::soft);  // the last good poll's
   CHECK(m.reading().some_avg10 == doctest::Approx(20));
+
+  // More than 64 KiB (no PSI or cgroup file is): not the kernel's, whatever its start says.
+  s.write("memory", psi(0, 0) + std::string(70000, '\n'));
+  CHECK_THROWS_AS((void)m.poll(), std::runtime_error);
+  // A FIFO with no writer: the poll fails at once rather than waiting in open() for a writer.
+  const std::string fifo = s.path("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  s.written.insert(fifo);
+  sluice::pressure_monitor on_fifo({.psi = fifo});
+  CHECK_THROWS_AS((void)on_fifo.poll(), std::runtime_error);  // nothing read: no "some" line
+  // A path with a NUL: refused, not cut short at it.
+  sluice::pressure_monitor nul({.psi = path + std::string(1, '\0') + "x"});
+  try {
+    (void)nul.poll();
+    FAIL("no throw");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == std::errc::invalid_argument);
+  }
 
   // A cgroup whose files are missing or odd.
   sluice::pressure_monitor no_cgroup({.psi = path, .cgroup = s.path("gone")});

@@ -12,8 +12,8 @@
 //                   the ceiling); throws std::bad_alloc without memory
 //   retire(b)       keeps b while enabled, within the bound and the ceiling; frees it otherwise
 //   trim()          frees what the pool retains (what other threads cache: at their next call)
-//   trim(share)     frees about share (0 to 1) of the bytes it retains, largest classes first,
-//                   from what no cache holds
+//   trim(share)     frees share (0 to 1) of the bytes it retains, or less if the caches hold the
+//                   rest: the largest classes first, from what no cache holds
 //   set_enabled(b)  off: take answers nothing, retire frees, and trim() runs
 //   enabled(), retained(), stats()  the switch, the buffers held now, the statistics
 //

@@ -937,24 +937,25 @@ void pool::trim(double share) noexcept {
   std::size_t freed = 0;
   for (std::size_t cls = c.classes.count(); cls-- > 0 && freed < target;) {
     std::byte* items[detail::slot_room];
-    while (freed < target) {
-      const std::uint32_t n = take_from_stack(k, cls, items, detail::slot_room, /*into_cache=*/false);
+    while (freed < target) {  // the class's own size first: the largest capacities it holds
+      const std::size_t need = (target - freed + c.class_size[cls] - 1) / c.class_size[cls];
+      const auto want = static_cast<std::uint32_t>(std::min<std::size_t>(detail::slot_room, need));
+      const std::uint32_t n = take_from_stack(k, cls, items, want, /*into_cache=*/false);
       if (n == 0) break;
       free_held(k, cls, items, n);
       freed += std::size_t{n} * c.class_size[cls];
     }
-  }
-  if (freed >= target) return;
-  std::size_t count = 0, bytes = 0;
-  {
-    std::lock_guard lock(c.shelf_mutex);
-    std::tie(count, bytes) = c.off_class.free_largest(target - freed);
-    for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+    if (freed >= target || !c.off_class_nonempty[cls].load(std::memory_order_relaxed)) continue;
+    std::size_t count = 0, bytes = 0;
+    {
+      std::lock_guard lock(c.shelf_mutex);
+      std::tie(count, bytes) = c.off_class.free_largest_of(cls, target - freed);
       c.off_class_nonempty[cls].store(!c.off_class.empty(cls), std::memory_order_relaxed);  // under shelf_mutex
     }
+    detail::unreserve(c, count);
+    k.rec().add(&counters::bytes_out, bytes);
+    freed += bytes;
   }
-  detail::unreserve(c, count);
-  k.rec().add(&counters::bytes_out, bytes);
 }
 
 std::size_t pool::retained() const noexcept { return stats().retained; }

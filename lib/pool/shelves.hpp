@@ -56,17 +56,26 @@ class shelves {
     return {count, bytes};
   }
 
-  // Frees buffers, the largest shelves first, until their bytes reach `bytes` or none is left;
-  // answers how many and their bytes (free_all: every one).
+  // Frees buffers of shelf c, the largest first, until their bytes reach `bytes` or it is empty;
+  // answers how many and their bytes.
+  std::pair<std::size_t, std::size_t> free_largest_of(std::size_t c, std::size_t bytes) noexcept {
+    auto& shelf = shelves_[c];
+    std::size_t count = 0, freed = 0;
+    for (; count < shelf.size() && freed < bytes; ++count) {
+      freed += shelf[count].capacity;
+      free_bytes(shelf[count].data);
+    }
+    shelf.erase(shelf.begin(), shelf.begin() + static_cast<std::ptrdiff_t>(count));
+    return {count, freed};
+  }
+
+  // The same over every shelf, the largest class first.
   std::pair<std::size_t, std::size_t> free_largest(std::size_t bytes) noexcept {
     std::size_t count = 0, freed = 0;
-    for (auto shelf = shelves_.rbegin(); shelf != shelves_.rend() && freed < bytes; ++shelf) {
-      while (!shelf->empty() && freed < bytes) {
-        ++count;
-        freed += shelf->back().capacity;
-        free_bytes(shelf->back().data);
-        shelf->pop_back();
-      }
+    for (std::size_t c = shelves_.size(); c-- > 0 && freed < bytes;) {
+      const auto [n, b] = free_largest_of(c, bytes - freed);
+      count += n;
+      freed += b;
     }
     return {count, freed};
   }
