@@ -926,8 +926,9 @@ void pool::trim() noexcept {
   if (k.tc != nullptr) detail::bring_up_to_date(c, *k.tc);  // this thread's own cache, now
 }
 
-// Takes from the shared stacks as a take does, largest class first, and frees what it took;
-// then the off-class shelves. No restamp: calls in flight and the caches go on as they were.
+// Class by class, the largest first: takes the class's own-size buffers from its shared stack as
+// a take does (no more of a batch than it needs) and frees them, then its off-class ones, largest
+// first. No restamp: calls in flight and the caches go on as they were.
 void pool::trim(double share) noexcept {
   if (!(share > 0)) return;  // NaN too: nothing
   if (share >= 1) return trim();
