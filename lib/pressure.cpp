@@ -101,22 +101,21 @@ bool parse_line(std::string_view fields, double (&avg)[3], std::uint64_t& total)
     const std::size_t eq = field.find('=');
     if (eq == std::string_view::npos) return false;
     const std::string_view key = field.substr(0, eq), value = field.substr(eq + 1);
+    // A key the kernel may add later matches none below, and is ignored.
     constexpr std::string_view avgs[] = {"avg10", "avg60", "avg300"};
-    bool known = false;
     for (int k = 0; k < 3; ++k) {
       if (key != avgs[k]) continue;
       const auto v = decimal(value);
       if (!v || seen[k]) return false;
       avg[k] = *v;
-      seen[k] = known = true;
+      seen[k] = true;
     }
     if (key == "total") {
       const auto v = whole(value);
       if (!v || seen[3]) return false;
       total = *v;
-      seen[3] = known = true;
+      seen[3] = true;
     }
-    (void)known;  // a key the kernel may add later: ignored
   }
   return seen[0] && seen[1] && seen[2] && seen[3];
 }

@@ -946,6 +946,8 @@ void pool::trim(double share) noexcept {
       free_held(k, cls, items, n);
       freed += std::size_t{n} * c.class_size[cls];
     }
+    // Relaxed: a hint, as a take reads it (core.hpp); an off-class buffer shelved meanwhile may
+    // be missed, as by a take that overlaps its retire. shelf_mutex orders the shelf itself.
     if (freed >= target || !c.off_class_nonempty[cls].load(std::memory_order_relaxed)) continue;
     std::size_t count = 0, bytes = 0;
     {
