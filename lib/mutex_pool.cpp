@@ -18,12 +18,19 @@ buffer mutex_pool::take(std::size_t size) { return take_from(size, /*exact=*/fal
 
 buffer mutex_pool::acquire(std::size_t size) {
   if (buffer b = take(size)) return b;
-  return buffer(size, state_->classes.fresh_capacity(size));
+  buffer fresh(size, state_->classes.fresh_capacity(size));
+  std::lock_guard lock(state_->mutex);
+  ++state_->row_of_size(size).fresh;
+  return fresh;
 }
 
 void* detail::exact_class::allocate(mutex_pool& p, std::size_t size) {
   buffer b = take(p, size);
-  if (!b) b = buffer(size, p.state_->classes.fresh_capacity(size));
+  if (!b) {
+    b = buffer(size, p.state_->classes.fresh_capacity(size));
+    std::lock_guard lock(p.state_->mutex);
+    ++p.state_->row_of_size(size).fresh;
+  }
   return detail::buffer_access::release(b).data;
 }
 
@@ -41,14 +48,15 @@ void mutex_pool::retire(buffer&& b) noexcept {
     if (s.enabled && h.capacity <= s.classes.ceiling() && s.stats.retained < s.bound) {
       try {
         s.shelves.put(s.classes.of(h.capacity), h);
-        ++s.stats.retired;
+        ++s.rows[s.classes.of(h.capacity)].retired;
         ++s.stats.retained;
         s.stats.retained_bytes += h.capacity;
         return;
       } catch (const std::bad_alloc&) {  // no room to record it: drop it, as at the bound
       }
     }
-    ++s.stats.dropped;
+    pool_class_stats& row = s.row_of_size(h.capacity);
+    ++(h.capacity > s.classes.ceiling() ? row.dropped_over_ceiling : !s.enabled ? row.dropped_off : row.dropped_at_bound);
   }
   detail::free_bytes(h.data);
 }
@@ -73,24 +81,38 @@ std::size_t mutex_pool::retained() const noexcept {
 
 pool_stats mutex_pool::stats() const noexcept {
   std::lock_guard lock(state_->mutex);
-  return state_->stats;
+  pool_stats s = state_->stats;
+  for (const pool_class_stats& r : state_->rows) {
+    s.hits += r.hits;
+    s.misses += r.misses;
+    s.retired += r.retired;
+    s.dropped += r.dropped_at_bound + r.dropped_over_ceiling + r.dropped_off;
+  }
+  return s;
+}
+
+std::vector<pool_class_stats> mutex_pool::class_stats() const {
+  std::lock_guard lock(state_->mutex);
+  const state& s = *state_;
+  std::vector<pool_class_stats> rows = s.rows;
+  for (std::size_t c = 0; c < rows.size(); ++c) {
+    const bool cls = c < s.classes.count();  // else the last row, above the ceiling
+    rows[c].capacity = cls ? s.classes.size(c) : SIZE_MAX;
+    rows[c].retained = cls ? s.shelves.count(c) : 0;
+  }
+  return rows;
 }
 
 void mutex_pool::trim() noexcept {
   std::lock_guard lock(state_->mutex);
-  state_->shelves.free_all();
-  state_->stats.retained = 0;
-  state_->stats.retained_bytes = 0;
+  state_->free_largest(SIZE_MAX);
 }
 
 void mutex_pool::trim(double share) noexcept {
   if (!(share > 0)) return;  // NaN too: nothing
   if (share >= 1) return trim();
   std::lock_guard lock(state_->mutex);
-  pool_stats& s = state_->stats;
-  const auto [count, bytes] = state_->shelves.free_largest(detail::share_of(s.retained_bytes, share));
-  s.retained -= count;
-  s.retained_bytes -= bytes;
+  state_->free_largest(detail::share_of(state_->stats.retained_bytes, share));
 }
 
 }  // namespace sluice

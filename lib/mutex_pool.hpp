@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <mutex>
+#include <vector>
 
 #include "pool/fork.hpp"
 #include "pool/shelves.hpp"
@@ -31,7 +32,24 @@ struct mutex_pool::state final : detail::fork_aware {
   mutable std::mutex mutex;
   bool enabled;             // the rest is guarded by mutex
   detail::shelves shelves;
-  pool_stats stats;         // retained and retained_bytes kept current
+  pool_stats stats;         // retained and retained_bytes kept current; the counts are the rows'
+  // Per class, and a last row for what lies above the ceiling: the counts (retained is
+  // class_stats()'s to work out).
+  std::vector<pool_class_stats> rows = std::vector<pool_class_stats>(classes.count() + 1);
+  pool_class_stats& row_of_size(std::size_t n) { return rows[n <= classes.ceiling() ? classes.of(n) : classes.count()]; }
+
+  // Under mutex: frees buffers class by class, the largest first, until their bytes reach
+  // `bytes` (trim and trim(share), as sluice::pool's).
+  void free_largest(std::size_t bytes) noexcept {
+    std::size_t freed = 0;
+    for (std::size_t c = classes.count(); c-- > 0 && freed < bytes;) {
+      const auto [n, b] = shelves.free_largest_of(c, bytes - freed);
+      rows[c].trimmed += n;
+      stats.retained -= n;
+      stats.retained_bytes -= b;
+      freed += b;
+    }
+  }
 };
 
 // An exact take looks only at the class of size, and only at its own-size buffers.
@@ -43,14 +61,14 @@ struct mutex_pool::state final : detail::fork_aware {
     for (std::size_t c = first; c < end; ++c) {
       if (s.shelves.empty(c)) continue;
       if (const auto h = exact ? s.shelves.take(c, s.classes.size(c)) : s.shelves.take(c, size)) {
-        ++s.stats.hits;
+        ++s.rows[c].hits;
         --s.stats.retained;
         s.stats.retained_bytes -= h->capacity;
         return detail::buffer_access::make(*h, size);
       }
     }
   }
-  ++s.stats.misses;
+  ++s.row_of_size(size).misses;
   return {};
 }
 

@@ -27,6 +27,7 @@
 #include <system_error>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "sluice/gate.hpp"
 #include "sluice/limit.hpp"
@@ -1247,6 +1248,23 @@ void release_buffer(PyObject* self, Py_buffer*) {
   live<py_buffer>(self).exports -= 1;  // live: get_buffer found it so
 }
 
+// One row of Pool.class_stats(): the C++ row, and whether it is the last one (requests and retires
+// above the ceiling), whose capacity Python reads as None. Known by its place, not by SIZE_MAX: a
+// pool whose ceiling is SIZE_MAX has a top class of that size too.
+struct py_class_stats : sluice::pool_class_stats {
+  bool above_ceiling = false;
+};
+
+template <class Pool>
+std::vector<py_class_stats> class_rows(const Pool& pool) {
+  const std::vector<sluice::pool_class_stats> rows = pool.class_stats();
+  std::vector<py_class_stats> out;
+  out.reserve(rows.size());
+  for (const sluice::pool_class_stats& row : rows) out.push_back(py_class_stats{row, false});
+  if (!out.empty()) out.back().above_ceiling = true;
+  return out;
+}
+
 template <class Pool>
 void bind_pool(py::module_& m, const char* name, const char* doc) {
   py::class_<Pool> pool_class(m, name, doc, py::is_final());
@@ -1305,7 +1323,11 @@ void bind_pool(py::module_& m, const char* name, const char* doc) {
                     [](py::handle p, bool on) { live<Pool>(p).set_enabled(on); },
                     "The switch: False takes nothing, frees what is retired, and trims.")
       .def("stats", [](py::handle p) { return live<Pool>(p).stats(); },
-           "The statistics: exact when no call is in flight.");
+           "The statistics: exact when no call is in flight.")
+      .def("class_stats", [](py::handle p) { return class_rows(live<Pool>(p)); },
+           "The statistics per size class (a list of sluice.PoolClassStats): a row per class,\n"
+           "smallest first, then one for requests and retires above the ceiling (capacity None).\n"
+           "Their sums are stats()'s; exact when no call is in flight.");
 }
 
 }  // namespace
@@ -1398,6 +1420,37 @@ PYBIND11_MODULE(_sluice, m) {
                ", retired=" + std::to_string(s.retired) + ", dropped=" + std::to_string(s.dropped) +
                ", retained=" + std::to_string(s.retained) +
                ", retained_bytes=" + std::to_string(s.retained_bytes) + ")";
+      });
+
+  py::class_<py_class_stats> class_stats(m, "PoolClassStats",
+                                         "One size class's statistics (Pool.class_stats()), counted since the pool was made.",
+                                         py::is_final());
+  made_by_the_module_only(class_fixed(class_stats));
+  class_stats
+      .def_property_readonly("capacity",
+                             [](const py_class_stats& s) -> std::optional<std::size_t> {
+                               if (s.above_ceiling) return std::nullopt;
+                               return s.capacity;
+                             },
+                             "the class's size in bytes; None in the last row (sizes above the ceiling)")
+      .def_readonly("retained", &py_class_stats::retained, "buffers it holds now (its own size, and shelved smaller ones)")
+      .def_readonly("hits", &py_class_stats::hits, "takes it answered (a take looks past its own class)")
+      .def_readonly("misses", &py_class_stats::misses, "takes and acquires of its sizes that found nothing")
+      .def_readonly("fresh", &py_class_stats::fresh, "of those, acquires that allocated")
+      .def_readonly("retired", &py_class_stats::retired, "retires it kept")
+      .def_readonly("dropped_at_bound", &py_class_stats::dropped_at_bound,
+                    "retires freed for want of room (the bound, or memory)")
+      .def_readonly("dropped_over_ceiling", &py_class_stats::dropped_over_ceiling,
+                    "retires freed as larger than the ceiling (the last row's)")
+      .def_readonly("dropped_off", &py_class_stats::dropped_off, "retires freed while the pool was switched off")
+      .def_readonly("trimmed", &py_class_stats::trimmed, "retained buffers freed: by trim, the switch, a thread's exit")
+      .def("__repr__", [](const py_class_stats& s) {
+        return "PoolClassStats(capacity=" + (s.above_ceiling ? std::string("None") : std::to_string(s.capacity)) +
+               ", retained=" + std::to_string(s.retained) + ", hits=" + std::to_string(s.hits) +
+               ", misses=" + std::to_string(s.misses) + ", fresh=" + std::to_string(s.fresh) +
+               ", retired=" + std::to_string(s.retired) + ", dropped_at_bound=" + std::to_string(s.dropped_at_bound) +
+               ", dropped_over_ceiling=" + std::to_string(s.dropped_over_ceiling) +
+               ", dropped_off=" + std::to_string(s.dropped_off) + ", trimmed=" + std::to_string(s.trimmed) + ")";
       });
 
   py::class_<py_buffer> buffer(m, "Buffer",

@@ -148,6 +148,14 @@ TEST_CASE_TEMPLATE("a block goes back into the class whose size it has, never a 
   void* small = r.allocate(100, 8);  // the 112 class: nothing retained there, so fresh memory
   CHECK(small != large);
   CHECK(r.stats().misses == 2);
+  // Per class: each fresh block and its miss in its own class, the kept one in 1024's.
+  for (const sluice::pool_class_stats& c : r.class_stats()) {
+    INFO("class " << c.capacity);
+    const bool used = c.capacity == 112 || c.capacity == 1024;
+    CHECK(c.misses == (used ? 1 : 0));
+    CHECK(c.fresh == c.misses);
+    CHECK(c.retained == (c.capacity == 1024 ? 1 : 0));
+  }
   r.deallocate(small, 100, 8);
   // Any size of the same class answers the same block; other classes do not.
   void* again = r.allocate(112, 16);

@@ -381,6 +381,112 @@ TEST_CASE_TEMPLATE("statistics add up", P, POOLS) {
   CHECK(p.stats().retained_bytes == 0);
 }
 
+// The row of the class that holds capacity n: the first whose capacity reaches it (the last row,
+// SIZE_MAX, for what lies above the ceiling).
+const sluice::pool_class_stats& row_for(const std::vector<sluice::pool_class_stats>& rows, std::size_t n) {
+  for (const auto& r : rows) {
+    if (r.capacity >= n) return r;
+  }
+  FAIL("no row holds " << n);
+  return rows.back();
+}
+
+// Each row's counts summed: what stats() answers.
+template <class P>
+void check_rows_sum_to_totals(const P& p) {
+  const auto rows = p.class_stats();
+  const sluice::pool_stats s = p.stats();
+  sluice::pool_stats sum;
+  for (const auto& r : rows) {
+    sum.hits += r.hits;
+    sum.misses += r.misses;
+    sum.retired += r.retired;
+    sum.dropped += r.dropped_at_bound + r.dropped_over_ceiling + r.dropped_off;
+    sum.retained += r.retained;
+    sum.retained_bytes += r.retained * r.capacity;  // own-size buffers only in these cases
+  }
+  CHECK(sum.hits == s.hits);
+  CHECK(sum.misses == s.misses);
+  CHECK(sum.retired == s.retired);
+  CHECK(sum.dropped == s.dropped);
+  CHECK(sum.retained == s.retained);
+  CHECK(sum.retained_bytes == s.retained_bytes);
+}
+
+TEST_CASE_TEMPLATE("statistics per class: each count in its class, each dropped retire with its reason", P, POOLS) {
+  P p{pool_options{.bound = 3, .ceiling = 1 << 20}};
+  buffer fresh = p.acquire(100);      // class 112: a miss, fresh memory
+  CHECK_FALSE(p.take(3 << 20));       // above the ceiling: a miss in the last row, nothing fresh
+  p.retire(buffer(4096));             // kept
+  p.retire(buffer(1000));             // kept, shelved in class 1024
+  p.retire(buffer(2 << 20));          // dropped: over the ceiling
+  p.retire(std::move(fresh));         // kept
+  p.retire(buffer(64));               // dropped: the bound
+  auto rows = p.class_stats();
+  for (std::size_t i = 1; i < rows.size(); ++i) CHECK(rows[i - 1].capacity < rows[i].capacity);
+  CHECK(rows.back().capacity == SIZE_MAX);
+  CHECK(rows[rows.size() - 2].capacity == std::size_t{1} << 20);  // the top class: the ceiling
+  CHECK(row_for(rows, 100).capacity == 112);
+  CHECK(row_for(rows, 100).misses == 1);
+  CHECK(row_for(rows, 100).fresh == 1);
+  CHECK(row_for(rows, 100).retired == 1);
+  CHECK(row_for(rows, 100).retained == 1);
+  CHECK(row_for(rows, 4096).retained == 1);
+  CHECK(row_for(rows, 1000).capacity == 1024);
+  CHECK(row_for(rows, 1000).retained == 1);
+  CHECK(row_for(rows, 64).dropped_at_bound == 1);
+  CHECK(row_for(rows, 64).retired == 0);
+  CHECK(rows.back().misses == 1);
+  CHECK(rows.back().fresh == 0);
+  CHECK(rows.back().dropped_over_ceiling == 1);
+  CHECK(rows.back().retained == 0);
+
+  CHECK(p.take(900).capacity() == 1000);  // a hit in class 1024
+  CHECK(p.take(100).capacity() == 112);
+  CHECK_FALSE(p.take(8192));              // a miss in class 8192
+  rows = p.class_stats();
+  CHECK(row_for(rows, 1000).hits == 1);
+  CHECK(row_for(rows, 1000).retained == 0);
+  CHECK(row_for(rows, 100).hits == 1);
+  CHECK(row_for(rows, 8192).misses == 1);
+
+  p.set_enabled(false);        // trims the 4096
+  p.retire(buffer(256));       // dropped: switched off
+  rows = p.class_stats();
+  CHECK(row_for(rows, 4096).trimmed == 1);
+  CHECK(row_for(rows, 4096).retained == 0);
+  CHECK(row_for(rows, 256).dropped_off == 1);
+  check_rows_sum_to_totals(p);
+}
+
+TEST_CASE_TEMPLATE("statistics per class count what the caches answer, and what trims free", P, POOLS) {
+  P p{pool_options{.bound = 1024}};
+  std::vector<buffer> held;
+  for (int round = 0; round < 50; ++round) {
+    for (int i = 0; i < 8; ++i) held.push_back(p.acquire(64));
+    for (int i = 0; i < 3; ++i) held.push_back(p.acquire(5000));
+    for (auto& b : held) p.retire(std::move(b));
+    held.clear();
+  }
+  auto rows = p.class_stats();
+  const auto small = row_for(rows, 64);  // copies: rows is read again below
+  const auto large = row_for(rows, 5000);
+  CHECK(small.hits + small.misses == 400);
+  CHECK(small.retired == 400);
+  CHECK(small.fresh == small.misses);
+  CHECK(small.retained == 400 - small.hits);
+  CHECK(small.hits >= 392);  // all but the first round's, at most
+  CHECK(large.hits + large.misses == 150);
+  CHECK(large.retained == 150 - large.hits);
+  check_rows_sum_to_totals(p);
+  p.trim();
+  rows = p.class_stats();
+  CHECK(row_for(rows, 64).retained == 0);
+  CHECK(row_for(rows, 64).trimmed == small.retained);
+  CHECK(row_for(rows, 5000).trimmed == large.retained);
+  check_rows_sum_to_totals(p);
+}
+
 TEST_CASE_TEMPLATE("acquire fills the class: 16 bytes up to 16, less than a fifth wasted from 13", P, POOLS) {
   P p;
   for (std::size_t n = 0; n <= (1 << 20); n = n < 64 ? n + 1 : n * 3 / 2 + 1) {

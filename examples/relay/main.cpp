@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -295,6 +297,72 @@ std::string pool_name(const options& o) {
          caches + ")";
 }
 
+// ---- the pool's statistics per size class ----
+
+// A class's capacity as people read it: 48 B, 1.25 KiB, 64 KiB, 1 MiB; the last row (SIZE_MAX)
+// is what lay above the ceiling.
+std::string capacity_text(std::size_t capacity) {
+  if (capacity == SIZE_MAX) return "above ceiling";
+  if (capacity < 1024) return std::to_string(capacity) + " B";
+  const char* const units[] = {"KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  std::size_t scale = 1024;
+  while (u < 3 && capacity / scale >= 1024) {
+    scale *= 1024;
+    ++u;
+  }
+  if (capacity % scale == 0) return std::to_string(capacity / scale) + " " + units[u];
+  // Four classes per power of two: two decimals are exact (1.25, 1.5, 1.75); trailing zeros go.
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f",
+                static_cast<double>(capacity) / static_cast<double>(scale));
+  std::string s = text;
+  while (s.back() == '0') s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  return s + " " + units[u];
+}
+
+// A table of the classes that saw traffic, smallest first, each line "pool class" and its
+// columns (README.md: the end of a run). "dropped" splits the retires freed by reason: at the
+// bound (or for want of memory), over the ceiling, while switched off.
+void print_class_stats(const std::vector<sluice::pool_class_stats>& rows) {
+  constexpr std::size_t columns = 8;
+  using line = std::array<std::string, columns>;
+  std::vector<line> lines{{"capacity", "hits", "misses", "fresh", "retired",
+                           "dropped bound/ceiling/off", "trimmed", "retained"}};
+  for (const sluice::pool_class_stats& c : rows) {
+    if (c.hits == 0 && c.misses == 0 && c.fresh == 0 && c.retired == 0 &&
+        c.dropped_at_bound == 0 && c.dropped_over_ceiling == 0 && c.dropped_off == 0 &&
+        c.trimmed == 0 && c.retained == 0) {
+      continue;
+    }
+    lines.push_back({capacity_text(c.capacity), std::to_string(c.hits), std::to_string(c.misses),
+                     std::to_string(c.fresh), std::to_string(c.retired),
+                     std::to_string(c.dropped_at_bound) + "/" +
+                         std::to_string(c.dropped_over_ceiling) + "/" +
+                         std::to_string(c.dropped_off),
+                     std::to_string(c.trimmed), std::to_string(c.retained)});
+  }
+  if (lines.size() == 1) {
+    std::printf("pool class: none took or retired a buffer\n");
+    return;
+  }
+  std::array<int, columns> width{};
+  for (const line& l : lines) {
+    for (std::size_t i = 0; i < columns; ++i) {
+      width[i] = std::max(width[i], static_cast<int>(l[i].size()));
+    }
+  }
+  for (const line& l : lines) {
+    std::string text = "pool class";
+    for (std::size_t i = 0; i < columns; ++i) {
+      text.append(2 + static_cast<std::size_t>(width[i]) - l[i].size(), ' ');  // right-aligned
+      text += l[i];
+    }
+    std::printf("%s\n", text.c_str());
+  }
+}
+
 // ---- one run, written once for both pool types ----
 
 // Runs the traffic on a Pool; answers the exit status, and the pool's hit rate in *hit_rate_out.
@@ -532,6 +600,7 @@ int run(const options& o, const sluice::pool_options& pool_options, double* hit_
               "retire; retains %zu buffers, %.1f MiB\n",
               hit_rate, ull(ps.hits), ull(ps.misses), ull(ps.retired), ull(ps.dropped),
               ps.retained, mib(ps.retained_bytes));
+  print_class_stats(h.pool().class_stats());
   std::printf("gate: a window per destination of up to %lld units of 64 KiB (share %.2f MiB), "
               "%lld lowest under pressure; %llu frames waited for admission; pressure ticks ok "
               "%llu, soft %llu, hard %llu\n",

@@ -16,6 +16,7 @@
 //                   rest: the largest classes first, from what no cache holds
 //   set_enabled(b)  off: take answers nothing, retire frees, and trim() runs
 //   enabled(), retained(), stats()  the switch, the buffers held now, the statistics
+//   class_stats()   the statistics per size class, with each dropped retire's reason
 //
 // mutex_pool: the same calls over one std::mutex. The whole contract (the bound, what the caches
 // and concurrent calls relax, progress, memory ordering, lifetime, fork) is in docs/pool.md.
@@ -25,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "sluice/buffer.hpp"
 #include "sluice/detail/pool_cache.hpp"
@@ -45,6 +47,21 @@ struct pool_stats {
   std::uint64_t dropped = 0;       // retire calls that freed it (disabled, over the ceiling, at the bound)
   std::size_t retained = 0;        // buffers held now
   std::size_t retained_bytes = 0;  // their capacities, summed
+};
+
+// One size class's statistics (class_stats(): a row per class, smallest first, and always a last
+// row for what lies above the ceiling). Counts since the pool was made; docs/pool.md, STATISTICS.
+struct pool_class_stats {
+  std::size_t capacity = 0;              // the class's size; SIZE_MAX in the last row
+  std::size_t retained = 0;              // buffers it holds now (own size, and shelved smaller ones)
+  std::uint64_t hits = 0;                // takes it answered (a take looks past its own class)
+  std::uint64_t misses = 0;              // takes of its sizes that found nothing
+  std::uint64_t fresh = 0;               // of those, acquires that allocated
+  std::uint64_t retired = 0;             // retires it kept
+  std::uint64_t dropped_at_bound = 0;    // retires freed for want of room (the bound, or memory)
+  std::uint64_t dropped_over_ceiling = 0;  // retires freed as too large (the last row's)
+  std::uint64_t dropped_off = 0;         // retires freed while switched off
+  std::uint64_t trimmed = 0;             // retained buffers freed: trim, the switch, an exit
 };
 
 namespace detail {
@@ -69,6 +86,7 @@ class pool {
   [[nodiscard]] bool enabled() const noexcept;     // the switch set_enabled sets
   [[nodiscard]] std::size_t retained() const noexcept;  // buffers held now, caches included
   [[nodiscard]] pool_stats stats() const noexcept;      // exact when no call is in flight
+  [[nodiscard]] std::vector<pool_class_stats> class_stats() const;  // per class, as stats()
   void trim() noexcept;                            // frees what is retained (see docs/pool.md)
   void trim(double share) noexcept;                // share of the bytes, from outside the caches
 
@@ -106,6 +124,7 @@ class mutex_pool {
   [[nodiscard]] bool enabled() const noexcept;
   [[nodiscard]] std::size_t retained() const noexcept;
   [[nodiscard]] pool_stats stats() const noexcept;
+  [[nodiscard]] std::vector<pool_class_stats> class_stats() const;
   void trim() noexcept;
   void trim(double share) noexcept;
 
@@ -130,6 +149,7 @@ concept buffer_pool =
       { cp.enabled() } noexcept -> std::same_as<bool>;
       { cp.retained() } noexcept -> std::same_as<std::size_t>;
       { cp.stats() } noexcept -> std::same_as<pool_stats>;
+      { cp.class_stats() } -> std::same_as<std::vector<pool_class_stats>>;
       { p.trim() } noexcept -> std::same_as<void>;
       { p.trim(0.5) } noexcept -> std::same_as<void>;
     };

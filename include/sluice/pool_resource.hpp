@@ -10,6 +10,7 @@
 //   trim()               frees what the pool retains, never a block still allocated
 //   trim(share)          frees that share of the retained bytes (the pool's trim(share))
 //   stats()              the pool's statistics (upstream's blocks are not in them)
+//   class_stats()        the same per size class
 //   is_equal(other)      identity: a block goes back to the resource that allocated it
 //   upstream_resource()  where blocks the pool does not serve come from and go back to
 //
@@ -45,6 +46,7 @@ class basic_pool_resource final : public std::pmr::memory_resource {
   // Where the blocks that the pool does not serve come from and go back to.
   [[nodiscard]] std::pmr::memory_resource* upstream_resource() const noexcept { return upstream_; }
   [[nodiscard]] pool_stats stats() const noexcept { return pool_.stats(); }  // the pool's
+  [[nodiscard]] std::vector<pool_class_stats> class_stats() const { return pool_.class_stats(); }  // per class
   void trim() noexcept { pool_.trim(); }  // frees what the pool retains
   void trim(double share) noexcept { pool_.trim(share); }  // a share of its bytes (docs/pool.md)
 

@@ -61,17 +61,14 @@ inline constexpr std::uint64_t one_stamp = std::uint64_t{1} << 16;
 inline bool enabled_in(std::uint64_t state) noexcept { return (state & enabled_bit) != 0; }
 inline bool trimming_in(std::uint64_t state) noexcept { return (state & trims_mask) != 0; }
 
-// One cache's counts (or the orphans'), beside what its magazines tell (cache::tally). A
-// cache's fields have one writer at a time (its thread, whoever holds a CPU cache's lock, or
-// whoever holds admin_mutex for `departed`); the orphans' any thread (fetch_add). Readers sum
-// them with relaxed loads.
+// One cache's byte counts (or the orphans'), beside what its magazines tell (cache::tally): what
+// stats().retained_bytes follows. A cache's fields have one writer at a time (its thread,
+// whoever holds a CPU cache's lock, or whoever holds admin_mutex for `departed`); the orphans' any
+// thread (fetch_add). Readers sum them with relaxed loads.
 struct counters {
-  detail::atomic<std::uint64_t> hits{0}, misses{0}, retired{0}, dropped{0}, bytes_in{0}, bytes_out{0};
+  detail::atomic<std::uint64_t> bytes_in{0}, bytes_out{0};
 
-  static constexpr auto fields() noexcept {
-    return std::array{&counters::hits, &counters::misses, &counters::retired, &counters::dropped,
-                      &counters::bytes_in, &counters::bytes_out};
-  }
+  static constexpr auto fields() noexcept { return std::array{&counters::bytes_in, &counters::bytes_out}; }
 
   // Adds these counts to `into`, whose one writer is the caller.
   void fold_into(counters& into) const noexcept {
@@ -84,6 +81,43 @@ struct counters {
   // Zero, by their one writer.
   void clear() noexcept {
     for (auto field : fields()) (this->*field).store(0, std::memory_order_relaxed);
+  }
+};
+
+// One size class's counts (pool_class_stats), or the last row's, for what lies above the
+// ceiling: what a cache's general paths did (one writer at a time, as `counters`), or, in the
+// core's rows, what departed caches and threads without a cache did (any thread: fetch_add).
+// Relaxed: counts that publish nothing. The magazines count their own hits and kept retires
+// (pool_cache.hpp). A line each, so that a core's classes busy on different threads share none.
+struct alignas(64) class_counts {
+  detail::atomic<std::uint64_t> hits{0}, misses{0}, fresh{0}, retired{0}, dropped_at_bound{0},
+      dropped_over_ceiling{0}, dropped_off{0}, trimmed{0};
+
+  static constexpr auto fields() noexcept {
+    return std::array{&class_counts::hits, &class_counts::misses, &class_counts::fresh, &class_counts::retired,
+                      &class_counts::dropped_at_bound, &class_counts::dropped_over_ceiling,
+                      &class_counts::dropped_off, &class_counts::trimmed};
+  }
+  // Any thread's add (the core's rows).
+  void add(detail::atomic<std::uint64_t> class_counts::*field, std::uint64_t n = 1) noexcept {
+    (this->*field).fetch_add(n, std::memory_order_relaxed);
+  }
+  // The one writer's add (a cache's).
+  void add_own(detail::atomic<std::uint64_t> class_counts::*field, std::uint64_t n = 1) noexcept {
+    auto& a = this->*field;
+    a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  // Adds these counts to s's.
+  void add_to(pool_class_stats& s) const noexcept {
+    const auto get = [this](auto field) { return (this->*field).load(std::memory_order_relaxed); };
+    s.hits += get(&class_counts::hits);
+    s.misses += get(&class_counts::misses);
+    s.fresh += get(&class_counts::fresh);
+    s.retired += get(&class_counts::retired);
+    s.dropped_at_bound += get(&class_counts::dropped_at_bound);
+    s.dropped_over_ceiling += get(&class_counts::dropped_over_ceiling);
+    s.dropped_off += get(&class_counts::dropped_off);
+    s.trimmed += get(&class_counts::trimmed);
   }
 };
 
@@ -151,12 +185,35 @@ struct cache {
     }
   }
 
-  // Adds what this cache did to `into`: its counters, and what its magazines derive.
+  // Adds what this cache did to `into`: its byte counts, and those its magazines derive.
   void tally(counters& into) const noexcept;
-  // Adds its counts to `into` (tally) and forgets what it holds, buffers, places and slots,
-  // without freeing any: a forked child's CPU cache that a call of the parent held at the fork,
-  // which may have left it half changed (adopt_after_fork).
-  void forget(counters& into) noexcept;
+  // Passes f(cls, hits, kept retires) what each of its magazines counted itself. acquire, as
+  // tally's: pairs with install()'s release.
+  template <class F>
+  void magazine_counts(F f) const {
+    for_each_magazine(
+        [&](std::size_t cls, const magazine& m) {
+          f(cls, m.takes.load(std::memory_order_relaxed), m.retires.load(std::memory_order_relaxed));
+        },
+        std::memory_order_acquire);
+  }
+  // Its counts for class row `row` (the core's last row: above the ceiling), made at first use;
+  // null when no memory can be had. Its user only.
+  class_counts* own_counts(std::size_t row) noexcept;
+  // Passes f(row, counts) each row it has counted in. acquire: pairs with own_counts' release.
+  template <class F>
+  void class_counts_each(F f) const {
+    for (std::size_t row = 0; row < class_rows_count; ++row) {
+      if (const class_counts* t = rows[row].load(std::memory_order_acquire)) f(row, *t);
+    }
+  }
+  // Its thread is gone, or its holder's call (a fork's child): what it counted goes to the
+  // core's departed and class counts, for good. Under admin_mutex, or alone in a child.
+  void depart() const noexcept;
+  // Departs and forgets what it holds, buffers, places, slots and counts, without freeing any: a
+  // forked child's CPU cache that a call of the parent held at the fork, which may have left it
+  // half changed (adopt_after_fork).
+  void forget() noexcept;
   // Places its magazines hold without a buffer, and its loose ones.
   std::size_t spare_places() const noexcept;
 
@@ -192,6 +249,7 @@ struct cache {
   // its parent's or child's handler.
   bool fork_holds = false;
   counters counts;
+  const std::size_t class_rows_count;   // the core's classes, and the row above the ceiling
   cache* prev = nullptr;                // the core's registry, under admin_mutex
   cache* next = nullptr;
   // Under admin_mutex: the trims waiting for its flag, which keep it from being deleted; and
@@ -204,6 +262,8 @@ struct cache {
  private:
   // Per class, made at first use, never freed while the cache lives.
   std::unique_ptr<detail::atomic<magazine*>[]> magazines;
+  // Per class row, its counts (own_counts), made at first use, never freed while the cache lives.
+  std::unique_ptr<detail::atomic<class_counts*>[]> rows;
   // The classes that have a magazine: bit cls % 64 of word cls / 64, set by install() just
   // before the pointer, never cleared (a bit without a magazine, which a fork can leave, is
   // skipped). One writer at a time, the cache's user; relaxed, since a reader that must see a
@@ -305,6 +365,11 @@ struct pool_core final : fork_aware {
   detail::atomic<bool> alive{true};
   detail::counters departed;  // the counts of caches that are gone
   detail::counters orphans;   // calls from threads without a cache (fetch_add: any thread)
+  // Per class, and one more for what lies above the ceiling (class_counts): what departed caches
+  // and threads without a cache counted.
+  const std::unique_ptr<class_counts[]> class_rows;
+  // The row that counts a request or a capacity of n.
+  std::size_t row_of(std::size_t n) const noexcept { return n <= classes.ceiling() ? classes.of(n) : classes.count(); }
 };
 
 // A counter update. A cache's counters have one writer at a time, so a plain load and store
@@ -333,6 +398,14 @@ struct caller {
   bool caches() const noexcept { return tc != nullptr && tc->caching; }
   // Where this call counts what it did: its cache's counters, or the shared orphans'.
   recorder rec() const noexcept { return tc != nullptr ? recorder{&tc->counts, true} : recorder{&c.orphans, false}; }
+  // Counts n in class row `row`: on its cache, or on the core's rows (a thread without a cache,
+  // or no memory for the cache's row).
+  void count(std::size_t row, detail::atomic<std::uint64_t> class_counts::*field, std::uint64_t n = 1) const noexcept {
+    if (tc != nullptr) {
+      if (class_counts* own = tc->own_counts(row)) return own->add_own(field, n);
+    }
+    c.class_rows[row].add(field, n);
+  }
 };
 
 // ---- the bound and a cache's places (pool/places.cpp) ------------------------------------------

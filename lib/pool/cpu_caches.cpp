@@ -159,7 +159,7 @@ void take_over_cpu_caches(core& c) noexcept {
   for (std::uint32_t i = 0; i < c.cpus.count; ++i) {
     cache& cc = *c.cpu_caches[i];
     if (cc.fork_holds) continue;
-    cc.forget(c.departed);  // its holder's call is the parent's
+    cc.forget();  // its holder's call is the parent's
     cc.fork_holds = true;   // its lock, raised by that call, is this thread's now
   }
 }

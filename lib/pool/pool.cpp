@@ -60,6 +60,7 @@ namespace sluice {
 using detail::cache;
 using detail::caller;
 using detail::chain;
+using detail::class_counts;
 using detail::counters;
 using detail::enabled_in;
 using detail::held;
@@ -130,6 +131,7 @@ void free_held(caller& k, std::size_t cls, std::byte* const* items, std::uint32_
   if (n == 0) return;
   for (std::uint32_t j = 0; j < n; ++j) detail::free_bytes(items[j]);
   k.rec().add(&counters::bytes_out, std::uint64_t{n} * k.c.class_size[cls]);
+  k.count(cls, &class_counts::trimmed, n);
   detail::unreserve(k.c, n);
 }
 
@@ -415,7 +417,7 @@ std::byte* take_on_class(caller& k, std::size_t cls) noexcept {
   std::byte* data = nullptr;
   if (take_from_stack(k, cls, &data, 1, /*into_cache=*/false) == 0) return nullptr;
   detail::give_place(k);
-  k.rec().add(&counters::hits, 1);
+  k.count(cls, &class_counts::hits);
   k.rec().add(&counters::bytes_out, k.c.class_size[cls]);
   return data;
 }
@@ -436,7 +438,7 @@ bool retire_on_class(caller& k, std::size_t cls, std::byte* data) noexcept {
     k.c.slots[i].items[0] = data;
     k.c.slots[i].count = 1;
     if (publish(k, cls, chain{i, i, 1}, /*earlier=*/false)) {
-      k.rec().add(&counters::retired, 1);
+      k.count(cls, &class_counts::retired);
       k.rec().add(&counters::bytes_in, k.c.class_size[cls]);
       return true;
     }
@@ -455,7 +457,7 @@ std::optional<held> take_off_class(caller& k, std::size_t cls, std::size_t size)
   }
   if (h) {
     detail::give_place(k);
-    k.rec().add(&counters::hits, 1);
+    k.count(cls, &class_counts::hits);
     k.rec().add(&counters::bytes_out, h->capacity);
   }
   return h;
@@ -476,7 +478,7 @@ bool retire_off_class(caller& k, std::size_t cls, held h) noexcept {
         // The class's first shelved buffer: every thread's front must stop answering the class
         // inline, so the word moves (release: the flag, for enter()'s (F')).
         if (first) restamp(k.c, [](std::uint64_t w) { return w; }, std::memory_order_release);
-        k.rec().add(&counters::retired, 1);
+        k.count(cls, &class_counts::retired);
         k.rec().add(&counters::bytes_in, h.capacity);
         return true;
       } catch (const std::bad_alloc&) {
@@ -514,7 +516,7 @@ held take_any(core& c, std::size_t size, bool exact) {
       }
     }
   }
-  if (found.data == nullptr) k.rec().add(&counters::misses, 1);
+  if (found.data == nullptr) k.count(c.row_of(size), &class_counts::misses);
   if (k.caches() && enabled_in(k.state) && size <= classes.ceiling()) aim_view(k, classes.of(size));
   leave(k);
   return found;
@@ -533,7 +535,11 @@ void retire_any(core& c, held h) noexcept {
     }
   }
   if (!kept) {
-    k.rec().add(&counters::dropped, 1);
+    // Why: the ceiling, else the switch as the word shows it now (a retire that the switch
+    // overtook finds it off), else no room.
+    k.count(c.row_of(h.capacity), h.capacity > classes.ceiling() ? &class_counts::dropped_over_ceiling
+                                  : !enabled_in(c.state.load(std::memory_order_relaxed)) ? &class_counts::dropped_off
+                                                                                         : &class_counts::dropped_at_bound);
     detail::free_bytes(h.data);
   }
   if (k.caches() && enabled_in(k.state) && h.capacity <= classes.ceiling()) aim_view(k, classes.of(h.capacity));
@@ -541,6 +547,66 @@ void retire_any(core& c, held h) noexcept {
 }
 
 // ---- fork -------------------------------------------------------------------------------------
+
+// Adds d's counts to into's.
+void accumulate(pool_class_stats& into, const pool_class_stats& d) noexcept {
+  into.hits += d.hits;
+  into.misses += d.misses;
+  into.fresh += d.fresh;
+  into.retired += d.retired;
+  into.dropped_at_bound += d.dropped_at_bound;
+  into.dropped_over_ceiling += d.dropped_over_ceiling;
+  into.dropped_off += d.dropped_off;
+  into.trimmed += d.trimmed;
+}
+
+// Every class row's counts, passed to f(row, counts) part by part: the core's rows, and what each
+// cache that has not departed counted (its rows and its magazines). Under admin_mutex, or alone in
+// a forked child.
+template <class F>
+void each_class_count(const core& c, F f) {
+  for (std::size_t row = 0; row <= c.classes.count(); ++row) {
+    pool_class_stats d;
+    c.class_rows[row].add_to(d);
+    f(row, d);
+  }
+  for (const cache* tc = c.registry; tc != nullptr; tc = tc->next) {
+    if (tc->given_back) continue;  // counted with the departed
+    tc->class_counts_each([&](std::size_t row, const class_counts& t) {
+      pool_class_stats d;
+      t.add_to(d);
+      f(row, d);
+    });
+    tc->magazine_counts([&](std::size_t cls, std::uint64_t hits, std::uint64_t kept) {
+      pool_class_stats d;
+      d.hits = hits;
+      d.retired = kept;
+      f(cls, d);
+    });
+  }
+}
+
+// The class counts, made to agree with what the child holds, class by class, as the byte count
+// is below: what the lost caches held counts as trimmed (given up), and a buffer that a stopped
+// call kept without counting it counts as retired. Without memory for the sums, as they were.
+void adopt_class_counts(core& c) noexcept {
+  const std::size_t n = c.classes.count();
+  const std::unique_ptr<pool_class_stats[]> counted(new (std::nothrow) pool_class_stats[n + 1]);
+  const std::unique_ptr<std::uint64_t[]> held(new (std::nothrow) std::uint64_t[n]());
+  if (!counted || !held) return;
+  each_class_count(c, [&](std::size_t row, const pool_class_stats& d) { accumulate(counted[row], d); });
+  for (std::size_t cls = 0; cls < n; ++cls) held[cls] = c.stacks[cls].count_alone(c.slots) + c.off_class.count(cls);
+  for (const cache* tc = c.registry; tc != nullptr; tc = tc->next) {  // this thread's, and the CPUs'
+    tc->for_each_magazine([&](std::size_t cls, const magazine& m) { held[cls] += m.count.load(std::memory_order_relaxed); });
+  }
+  for (std::size_t cls = 0; cls < n; ++cls) {
+    const pool_class_stats& s = counted[cls];
+    // What the counts say it holds (as class_stats() finds it) less what it holds.
+    const auto excess = static_cast<std::int64_t>(s.retired - s.hits - s.trimmed - held[cls]);
+    if (excess > 0) c.class_rows[cls].add(&class_counts::trimmed, static_cast<std::uint64_t>(excess));
+    if (excess < 0) c.class_rows[cls].add(&class_counts::retired, static_cast<std::uint64_t>(-excess));
+  }
+}
 
 // In a forked child, where the parent's other threads are gone with whatever their caches held
 // and whatever calls they had in flight. Their caches are let go without freeing their buffers:
@@ -556,7 +622,7 @@ void adopt_after_fork(core& c) noexcept {
     tc->pins = 0;  // the trims that pinned it are the parent's
     if (tc->owner == cache::kind::thread && tc != mine) {
       if (!tc->given_back) {  // else its thread has let go already
-        tc->tally(c.departed);
+        tc->depart();
         --c.refs;  // never the last: the pool itself holds one
       }
       detail::unlink(c, *tc);
@@ -595,6 +661,7 @@ void adopt_after_fork(core& c) noexcept {
     });
   }
   c.reserved.store(places, std::memory_order_relaxed);
+  adopt_class_counts(c);
   // What the lost caches held leaves the byte count as if freed; a call stopped between moving
   // a buffer and counting it is counted as having finished.
   const std::uint64_t in = sum.bytes_in.load(std::memory_order_relaxed);
@@ -704,7 +771,9 @@ cache::cache(pool_core& c, kind k)
       class_count(c.caching ? c.classes.count() : 0),
       caching(k == kind::cpu),
       places_max(c.cache_places),
-      magazines(std::make_unique<detail::atomic<magazine*>[]>(class_count)) {
+      class_rows_count(c.classes.count() + 1),
+      magazines(std::make_unique<detail::atomic<magazine*>[]>(class_count)),
+      rows(std::make_unique<detail::atomic<class_counts*>[]>(class_rows_count)) {
   const detail::view now = read_view(c);  // one view, as a catch-up records it
   synced_state = now.state;
   synced_generation = now.generation;
@@ -712,26 +781,44 @@ cache::cache(pool_core& c, kind k)
 
 cache::~cache() {
   for_each_magazine([](std::size_t, magazine& m) { delete &m; });
+  for (std::size_t row = 0; row < class_rows_count; ++row) delete rows[row].load(std::memory_order_relaxed);
 }
 
 void cache::tally(counters& into) const noexcept {
   counts.fold_into(into);
   const recorder rec{&into, true};
-  for_each_magazine(
-      [&](std::size_t, const magazine& m) {
-        const std::uint64_t takes = m.takes.load(std::memory_order_relaxed);
-        const std::uint64_t kept = m.retires.load(std::memory_order_relaxed);
-        rec.add(&counters::hits, takes);
-        rec.add(&counters::retired, kept);
-        rec.add(&counters::bytes_out, takes * m.capacity);
-        rec.add(&counters::bytes_in, kept * m.capacity);
-      },
-      std::memory_order_acquire);  // pairs with install()'s release: the magazine's capacity
+  magazine_counts([&](std::size_t cls, std::uint64_t hits, std::uint64_t kept) {
+    rec.add(&counters::bytes_out, hits * core.class_size[cls]);
+    rec.add(&counters::bytes_in, kept * core.class_size[cls]);
+  });
 }
 
-void cache::forget(counters& into) noexcept {  // in a forked child, its one thread: relaxed throughout
-  tally(into);
+void cache::depart() const noexcept {
+  tally(core.departed);
+  magazine_counts([&](std::size_t cls, std::uint64_t hits, std::uint64_t kept) {
+    core.class_rows[cls].add(&class_counts::hits, hits);
+    core.class_rows[cls].add(&class_counts::retired, kept);
+  });
+  class_counts_each([&](std::size_t row, const class_counts& t) {
+    for (auto field : class_counts::fields()) core.class_rows[row].add(field, (t.*field).load(std::memory_order_relaxed));
+  });
+}
+
+class_counts* cache::own_counts(std::size_t row) noexcept {
+  if (class_counts* t = rows[row].load(std::memory_order_relaxed)) return t;  // its user's own store
+  auto* t = new (std::nothrow) class_counts;
+  if (t != nullptr) rows[row].store(t, std::memory_order_release);  // for class_counts_each's acquire
+  return t;
+}
+
+void cache::forget() noexcept {  // in a forked child, its one thread: relaxed throughout
+  depart();
   counts.clear();
+  for (std::size_t row = 0; row < class_rows_count; ++row) {
+    if (class_counts* t = rows[row].load(std::memory_order_relaxed)) {
+      for (auto field : class_counts::fields()) (t->*field).store(0, std::memory_order_relaxed);
+    }
+  }
   for_each_magazine([](std::size_t, magazine& m) {
     for (auto field : {&magazine::count, &magazine::owned, &magazine::takes, &magazine::retires}) {
       (m.*field).store(0, std::memory_order_relaxed);
@@ -777,7 +864,8 @@ detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t
       drain_marks(std::make_unique<detail::atomic<std::uint32_t>[]>(classes.count())),
       off_class(classes.count()),
       off_class_nonempty(std::make_unique<detail::atomic<bool>[]>(classes.count())),
-      cpu_caches(std::make_unique<std::unique_ptr<cache>[]>(cpus.count)) {
+      cpu_caches(std::make_unique<std::unique_ptr<cache>[]>(cpus.count)),
+      class_rows(std::make_unique<class_counts[]>(classes.count() + 1)) {
   for (std::size_t cls = 0; cls < classes.count(); ++cls) class_size[cls] = classes.size(cls);
   for (std::uint32_t i = 0; i < cpus.count; ++i) {
     cpu_caches[i] = std::make_unique<cache>(*this, cache::kind::cpu);
@@ -860,6 +948,8 @@ held pool::take_general(std::size_t size, bool exact) { return take_any(*core_, 
 held pool::acquire_general(std::size_t size) {
   if (const held h = take_any(*core_, size, /*exact=*/false); h.data != nullptr) return h;
   buffer fresh(size, core_->classes.fresh_capacity(size));
+  // On the core's row: a call that allocates, not worth finding the thread's cache again for.
+  core_->class_rows[core_->row_of(size)].add(&class_counts::fresh);
   return detail::buffer_access::release(fresh);
 }
 
@@ -868,7 +958,9 @@ void pool::retire_general(held h) noexcept { retire_any(*core_, h); }
 void* detail::exact_class::allocate(pool& p, std::size_t size) {
   if (held h = p.take_cached(size); h.data != nullptr) return h.data;
   if (held h = take_any(*p.core_, size, /*exact=*/true); h.data != nullptr) return h.data;
-  return detail::allocate_bytes(p.core_->classes.fresh_capacity(size));
+  void* fresh = detail::allocate_bytes(p.core_->classes.fresh_capacity(size));
+  p.core_->class_rows[p.core_->row_of(size)].add(&class_counts::fresh);  // as acquire's
+  return fresh;
 }
 
 void detail::exact_class::deallocate(pool& p, void* block, std::size_t size) noexcept {
@@ -914,8 +1006,11 @@ void pool::trim() noexcept {
   std::size_t count = 0, bytes = 0;
   {
     std::lock_guard lock(c.shelf_mutex);
-    std::tie(count, bytes) = c.off_class.free_all();
     for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+      const auto [n, b] = c.off_class.free_largest_of(cls, SIZE_MAX);
+      k.count(cls, &class_counts::trimmed, n);
+      count += n;
+      bytes += b;
       c.off_class_nonempty[cls].store(false, std::memory_order_relaxed);
     }
   }
@@ -955,6 +1050,7 @@ void pool::trim(double share) noexcept {
       std::tie(count, bytes) = c.off_class.free_largest_of(cls, target - freed);
       c.off_class_nonempty[cls].store(!c.off_class.empty(cls), std::memory_order_relaxed);  // under shelf_mutex
     }
+    k.count(cls, &class_counts::trimmed, count);
     detail::unreserve(c, count);
     k.rec().add(&counters::bytes_out, bytes);
     freed += bytes;
@@ -967,28 +1063,48 @@ pool_stats pool::stats() const noexcept {
   core& c = *core_;
   catch_up_own(c);
   counters sum;
+  pool_class_stats all;  // every class's counts, summed
   std::size_t spare = 0;
   {
     std::lock_guard lock(c.admin_mutex);
     c.departed.fold_into(sum);
     c.orphans.fold_into(sum);
+    each_class_count(c, [&](std::size_t, const pool_class_stats& d) { accumulate(all, d); });
     for (const cache* tc = c.registry; tc != nullptr; tc = tc->next) {
       if (tc->given_back) continue;  // counted with the departed
       tc->tally(sum);
       spare += tc->spare_places();
     }
   }
-  const auto get = [&](auto field) { return (sum.*field).load(std::memory_order_relaxed); };
   const std::size_t reserved = c.reserved.load(std::memory_order_relaxed);
-  const std::uint64_t in = get(&counters::bytes_in), out = get(&counters::bytes_out);
+  const std::uint64_t in = sum.bytes_in.load(std::memory_order_relaxed);
+  const std::uint64_t out = sum.bytes_out.load(std::memory_order_relaxed);
   pool_stats s;
-  s.hits = get(&counters::hits);
-  s.misses = get(&counters::misses);
-  s.retired = get(&counters::retired);
-  s.dropped = get(&counters::dropped);
+  s.hits = all.hits;
+  s.misses = all.misses;
+  s.retired = all.retired;
+  s.dropped = all.dropped_at_bound + all.dropped_over_ceiling + all.dropped_off;
   s.retained = reserved - std::min(spare, reserved);  // in [0, reserved], and reserved <= bound
   s.retained_bytes = in > out ? static_cast<std::size_t>(in - out) : 0;
   return s;
+}
+
+std::vector<pool_class_stats> pool::class_stats() const {
+  core& c = *core_;
+  catch_up_own(c);
+  std::vector<pool_class_stats> rows(c.classes.count() + 1);
+  {
+    std::lock_guard lock(c.admin_mutex);
+    each_class_count(c, [&](std::size_t row, const pool_class_stats& d) { accumulate(rows[row], d); });
+  }
+  for (std::size_t row = 0; row < rows.size(); ++row) {
+    pool_class_stats& r = rows[row];
+    r.capacity = row < c.classes.count() ? c.class_size[row] : SIZE_MAX;
+    // Counts read one by one, while calls run, may show more out than in for a moment.
+    const std::uint64_t out = r.hits + r.trimmed;
+    r.retained = r.retired > out ? static_cast<std::size_t>(r.retired - out) : 0;
+  }
+  return rows;
 }
 
 }  // namespace sluice

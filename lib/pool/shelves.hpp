@@ -45,6 +45,7 @@ class shelves {
   }
 
   bool empty(std::size_t c) const noexcept { return shelves_[c].empty(); }
+  std::size_t count(std::size_t c) const noexcept { return shelves_[c].size(); }
 
   // How many buffers the shelves hold, and their bytes.
   std::pair<std::size_t, std::size_t> tally() const noexcept {
@@ -66,17 +67,6 @@ class shelves {
       free_bytes(shelf[count].data);
     }
     shelf.erase(shelf.begin(), shelf.begin() + static_cast<std::ptrdiff_t>(count));
-    return {count, freed};
-  }
-
-  // The same over every shelf, the largest class first.
-  std::pair<std::size_t, std::size_t> free_largest(std::size_t bytes) noexcept {
-    std::size_t count = 0, freed = 0;
-    for (std::size_t c = shelves_.size(); c-- > 0 && freed < bytes;) {
-      const auto [n, b] = free_largest_of(c, bytes - freed);
-      count += n;
-      freed += b;
-    }
     return {count, freed};
   }
 

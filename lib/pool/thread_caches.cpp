@@ -192,7 +192,7 @@ void give_back(cache* tc) noexcept {
     if (c.alive.load(std::memory_order_relaxed)) {
       caller k{c, tc, bring_up_to_date(c, *tc)};
       empty_cache(k, /*keep=*/true);
-      tc->tally(c.departed);
+      tc->depart();
     }
     if (tc->caching) c.seat_places.fetch_sub(tc->places_max, std::memory_order_relaxed);  // after its places went back
     // A trim that waits for its flag (await_publishers) deletes it; that trim is a call on the

@@ -35,12 +35,12 @@ import weakref
 
 from sluice import _sluice
 from sluice._sluice import (AIMD, GATE_LIMIT, Buffer, GateClosed, GatePermit, GateStats, Gradient2, Limiter,
-                            LimiterStats, MutexGatePermit, MutexPool, Outcome, Pool, PoolStats, Pressure,
-                            PressureMonitor, PressureReading, TimedPermit, Vegas, parse_psi)
+                            LimiterStats, MutexGatePermit, MutexPool, Outcome, Pool, PoolClassStats, PoolStats,
+                            Pressure, PressureMonitor, PressureReading, TimedPermit, Vegas, parse_psi)
 
 __all__ = ["AIMD", "GATE_LIMIT", "Buffer", "Gate", "GateClosed", "GatePermit", "GateStats", "Gradient2", "Limiter",
-           "LimiterStats", "MutexGate", "MutexGatePermit", "MutexPool", "Outcome", "Pool", "PoolStats", "Pressure",
-           "PressureMonitor", "PressureReading", "TimedPermit", "Vegas", "parse_psi"]
+           "LimiterStats", "MutexGate", "MutexGatePermit", "MutexPool", "Outcome", "Pool", "PoolClassStats",
+           "PoolStats", "Pressure", "PressureMonitor", "PressureReading", "TimedPermit", "Vegas", "parse_psi"]
 
 # admit_async waits on the gate's own queue of async waiters, as <sluice/asio.hpp> does, with an
 # event loop where Asio has an executor; it starts no thread. Each event loop that waits gets a
