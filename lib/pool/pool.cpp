@@ -536,7 +536,8 @@ void retire_any(core& c, held h) noexcept {
   }
   if (!kept) {
     // Why: the ceiling, else the switch as the word shows it now (a retire that the switch
-    // overtook finds it off), else no room.
+    // overtook finds it off), else no room. Relaxed: it orders nothing, it only names the
+    // reason; a switch racing the retire may be read either way (docs/pool.md, STATISTICS).
     k.count(c.row_of(h.capacity), h.capacity > classes.ceiling() ? &class_counts::dropped_over_ceiling
                                   : !enabled_in(c.state.load(std::memory_order_relaxed)) ? &class_counts::dropped_off
                                                                                          : &class_counts::dropped_at_bound);
