@@ -47,7 +47,7 @@ void mutex_pool::retire(buffer&& b) noexcept {
     state& s = *state_;
     if (s.enabled && h.capacity <= s.classes.ceiling() && s.stats.retained < s.bound) {
       try {
-        s.shelves.put(s.classes.of(h.capacity), h);
+        s.shelves.put(s.classes.of(h.capacity), h, s.decay.steps());
         ++s.rows[s.classes.of(h.capacity)].retired;
         ++s.stats.retained;
         s.stats.retained_bytes += h.capacity;
@@ -113,6 +113,25 @@ void mutex_pool::trim(double share) noexcept {
   if (share >= 1) return trim();
   std::lock_guard lock(state_->mutex);
   state_->free_largest(detail::share_of(state_->stats.retained_bytes, share));
+}
+
+bool mutex_pool::decay(std::chrono::steady_clock::time_point now) noexcept {
+  std::size_t freed = 0;
+  {
+    std::lock_guard lock(state_->mutex);
+    state& s = *state_;
+    if (!s.decay.claim(now)) return false;
+    const std::uint32_t step = s.decay.begin();
+    for (std::size_t c = 0; c < s.classes.count(); ++c) {
+      const auto [n, b] = s.shelves.free_stale_of(c, step);
+      s.rows[c].decayed += n;
+      s.stats.retained -= n;
+      s.stats.retained_bytes -= b;
+      freed += b;
+    }
+  }
+  if (freed > 0) detail::return_free_pages();
+  return true;
 }
 
 }  // namespace sluice

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "pool/decay.hpp"
 #include "pool/fork.hpp"
 #include "pool/shelves.hpp"
 #include "pool/size_classes.hpp"
@@ -17,7 +18,8 @@ namespace sluice {
 
 struct mutex_pool::state final : detail::fork_aware {
   explicit state(const pool_options& o)
-      : classes(o.ceiling), bound(o.bound), enabled(o.enabled), shelves(classes.count()) {
+      : classes(o.ceiling), bound(o.bound), enabled(o.enabled), decay(o.decay, std::chrono::steady_clock::now()),
+        shelves(classes.count()) {
     join();  // last: a fork may lock this state from here on
   }
   ~state() { leave(); }
@@ -31,6 +33,7 @@ struct mutex_pool::state final : detail::fork_aware {
   const std::size_t bound;
   mutable std::mutex mutex;
   bool enabled;             // the rest is guarded by mutex
+  detail::decay_schedule decay;
   detail::shelves shelves;
   pool_stats stats;         // retained and retained_bytes kept current; the counts are the rows'
   // Per class, and a last row for what lies above the ceiling: the counts (retained is

@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -485,6 +486,123 @@ TEST_CASE_TEMPLATE("statistics per class count what the caches answer, and what 
   CHECK(row_for(rows, 64).trimmed == small.retained);
   CHECK(row_for(rows, 5000).trimmed == large.retained);
   check_rows_sum_to_totals(p);
+}
+
+// ---- decay ----------------------------------------------------------------------------------
+//
+// Steps are driven by the time points the tests pass: a decay of an hour takes a step every half
+// hour of that clock, so no case waits for time to pass.
+
+namespace {
+using namespace std::chrono_literals;
+using decay_clock = std::chrono::steady_clock;
+
+template <class P>
+std::uint64_t decayed_in(const P& p, std::size_t capacity) {
+  return row_for(p.class_stats(), capacity).decayed;
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("decay off, by default or by a duration of zero or less, takes no step", P, POOLS) {
+  for (const auto d : {0ms, -5ms, std::chrono::milliseconds::min()}) {
+    P p{pool_options{.decay = d}};
+    for (int i = 0; i < 5; ++i) p.retire(p.acquire(64));
+    p.retire(p.acquire(64));
+    const auto t = decay_clock::now();
+    CHECK_FALSE(p.decay(t + 1h));
+    CHECK_FALSE(p.decay(t + 24h * 365 * 100));
+    CHECK(p.retained() == 1);
+    CHECK(decayed_in(p, 64) == 0);
+  }
+}
+
+TEST_CASE_TEMPLATE("a decay step frees what sat unused since before the step before, and no sooner", P, POOLS) {
+  P p{pool_options{.bound = 1024, .decay = 1h}};
+  std::vector<buffer> held;
+  for (int i = 0; i < 8; ++i) held.push_back(p.acquire(64));
+  for (auto& b : held) p.retire(std::move(b));
+  held.clear();
+  p.retire(buffer(1000));  // off-class: shelved under 1024
+  const auto t = decay_clock::now();  // the pool was made before: its first step is due by t + 30 min
+  CHECK_FALSE(p.decay(t));
+  CHECK(p.decay(t + 31min));  // step 1: everything was kept in step 0, the step before it
+  CHECK(p.retained() == 9);
+  CHECK_FALSE(p.decay(t + 32min));  // the next is due an hour after the pool was made
+  CHECK(p.decay(t + 61min));  // step 2: unused since before step 1
+  CHECK(p.retained() == 0);
+  CHECK(p.stats().retained_bytes == 0);
+  CHECK(decayed_in(p, 64) == 8);
+  CHECK(decayed_in(p, 1000) == 1);
+  CHECK(row_for(p.class_stats(), 64).trimmed == 0);
+  check_rows_sum_to_totals(p);
+  // Used between two steps, a buffer outlives the next one.
+  for (int i = 0; i < 8; ++i) held.push_back(p.acquire(64));
+  for (auto& b : held) p.retire(std::move(b));
+  held.clear();
+  CHECK(p.decay(t + 91min));  // step 3: they were used in step 2
+  for (int i = 0; i < 8; ++i) held.push_back(p.take(64));
+  for (auto& b : held) {
+    CHECK(b);
+    p.retire(std::move(b));
+  }
+  held.clear();
+  CHECK(p.decay(t + 121min));  // step 4: used in step 3, the step before
+  CHECK(p.retained() == 8);
+  CHECK(decayed_in(p, 64) == 8);
+  CHECK(p.decay(t + 151min));  // step 5
+  CHECK(p.retained() == 0);
+  CHECK(decayed_in(p, 64) == 16);
+  check_rows_sum_to_totals(p);
+}
+
+TEST_CASE_TEMPLATE("decay steps when the program let time pass: the next is due half the decay later", P, POOLS) {
+  P p{pool_options{.decay = 1h}};
+  const auto t = decay_clock::now();
+  CHECK(p.decay(t + 10h));  // long overdue: one step
+  CHECK_FALSE(p.decay(t + 10h + 29min));
+  CHECK(p.decay(t + 10h + 31min));
+  // The longest decay (2^40 ms, about 35 years) and longer: a step every 2^39 ms.
+  P q{pool_options{.decay = std::chrono::milliseconds::max()}};
+  CHECK_FALSE(q.decay(t + 24h * 365 * 17));
+  CHECK(q.decay(t + 24h * 365 * 18));
+}
+
+TEST_CASE("decay reaches another thread's cache at that thread's next call") {
+  sluice::pool p{pool_options{.bound = 1024, .decay = 1h}};
+  channel<int> to_thread{1}, from_thread{1};
+  std::thread other([&] {
+    std::vector<buffer> held;
+    for (int i = 0; i < 8; ++i) held.push_back(p.acquire(64));
+    for (auto& b : held) p.retire(std::move(b));  // into its own cache
+    from_thread.push(0);
+    to_thread.pop();
+    from_thread.push(static_cast<int>(p.retained()));  // its next call: its cache catches up
+    to_thread.pop();
+  });
+  from_thread.pop();
+  const auto t = decay_clock::now();
+  for (int step = 1; step <= 3; ++step) CHECK(p.decay(t + step * 31min));
+  CHECK(p.retained() == 8);  // still in its sleeping thread's cache (docs/pool.md, DECAY)
+  to_thread.push(0);
+  CHECK(from_thread.pop() == 0);
+  CHECK(decayed_in(p, 64) == 8);
+  to_thread.push(0);
+  other.join();
+  check_rows_sum_to_totals(p);
+}
+
+TEST_CASE_TEMPLATE("decay steps race with traffic, trims and exits: nothing handed twice, nothing lost", P, POOLS) {
+  P p{pool_options{.bound = 256, .decay = 1h}};
+  const auto t = decay_clock::now();
+  trims_race_traffic(p, [&](int i) {
+    CHECK(p.decay(t + (i + 1) * 31min));
+    if (i % 10 == 9) p.trim();
+    CHECK(p.retained() <= 256);
+  });
+  const auto rows = p.class_stats();
+  std::uint64_t decayed = 0;
+  for (const auto& r : rows) decayed += r.decayed;
+  CHECK(decayed > 0);
 }
 
 TEST_CASE_TEMPLATE("acquire fills the class: 16 bytes up to 16, less than a fifth wasted from 13", P, POOLS) {

@@ -15,6 +15,8 @@
 //   trim(share)     frees share (0 to 1) of the bytes it retains, or less if the caches hold the
 //                   rest: the largest classes first, from what no cache holds
 //   set_enabled(b)  off: take answers nothing, retire frees, and trim() runs
+//   decay()         with pool_options::decay set, a step of it, for a timer of the program to
+//                   call: frees what has sat unused for about that long (docs/pool.md, DECAY)
 //   enabled(), retained(), stats()  the switch, the buffers held now, the statistics
 //   class_stats()   the statistics per size class, with each dropped retire's reason
 //
@@ -22,6 +24,7 @@
 // and concurrent calls relax, progress, memory ordering, lifetime, fork) is in docs/pool.md.
 #pragma once
 
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +41,9 @@ struct pool_options {                         // an aggregate: pool{{.bound = 64
   std::size_t ceiling = std::size_t{4} << 20; // largest capacity kept or answered
   bool enabled = true;                        // false: as after set_enabled(false)
   bool thread_cache = true;                   // per-thread caches in front of the shared stacks
+  // Buffers retained unused for about this long are freed by decay() (docs/pool.md, DECAY);
+  // zero or less: never. At most 2^40 ms (about 35 years): longer is that.
+  std::chrono::milliseconds decay{0};
 };
 
 struct pool_stats {
@@ -62,6 +68,7 @@ struct pool_class_stats {
   std::uint64_t dropped_over_ceiling = 0;  // retires freed as too large (the last row's)
   std::uint64_t dropped_off = 0;         // retires freed while switched off
   std::uint64_t trimmed = 0;             // retained buffers freed: trim, the switch, an exit
+  std::uint64_t decayed = 0;             // retained buffers freed for sitting unused (decay)
 };
 
 namespace detail {
@@ -89,6 +96,9 @@ class pool {
   [[nodiscard]] std::vector<pool_class_stats> class_stats() const;  // per class, as stats()
   void trim() noexcept;                            // frees what is retained (see docs/pool.md)
   void trim(double share) noexcept;                // share of the bytes, from outside the caches
+  // A step of decay when one is due (half the decay after the last): frees what has sat unused
+  // since before the step before; false when none was due, or decay is off. docs/pool.md, DECAY.
+  bool decay(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) noexcept;
 
  private:
   friend struct detail::exact_class;
@@ -127,6 +137,7 @@ class mutex_pool {
   [[nodiscard]] std::vector<pool_class_stats> class_stats() const;
   void trim() noexcept;
   void trim(double share) noexcept;
+  bool decay(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) noexcept;
 
  private:
   friend struct detail::exact_class;
@@ -152,6 +163,8 @@ concept buffer_pool =
       { cp.class_stats() } -> std::same_as<std::vector<pool_class_stats>>;
       { p.trim() } noexcept -> std::same_as<void>;
       { p.trim(0.5) } noexcept -> std::same_as<void>;
+      { p.decay() } noexcept -> std::same_as<bool>;
+      { p.decay(std::chrono::steady_clock::now()) } noexcept -> std::same_as<bool>;
     };
 static_assert(buffer_pool<pool> && buffer_pool<mutex_pool>);
 

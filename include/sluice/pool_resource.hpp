@@ -9,6 +9,7 @@
 //   deallocate(p, n, a)  a pooled block back to the pool (within its bound), else to upstream
 //   trim()               frees what the pool retains, never a block still allocated
 //   trim(share)          frees that share of the retained bytes (the pool's trim(share))
+//   decay()              a step of the pool's decay (pool_options::decay), the pool's decay()
 //   stats()              the pool's statistics (upstream's blocks are not in them)
 //   class_stats()        the same per size class
 //   is_equal(other)      identity: a block goes back to the resource that allocated it
@@ -24,6 +25,7 @@
 #error "sluice/pool_resource.hpp needs <memory_resource>, which this standard library lacks (libc++ has it from 16 on); sluice's other headers work without it"
 #else
 
+#include <chrono>
 #include <cstddef>
 #include <memory_resource>
 
@@ -49,6 +51,9 @@ class basic_pool_resource final : public std::pmr::memory_resource {
   [[nodiscard]] std::vector<pool_class_stats> class_stats() const { return pool_.class_stats(); }  // per class
   void trim() noexcept { pool_.trim(); }  // frees what the pool retains
   void trim(double share) noexcept { pool_.trim(share); }  // a share of its bytes (docs/pool.md)
+  bool decay(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) noexcept {
+    return pool_.decay(now);  // frees what sat unused (docs/pool.md, DECAY)
+  }
 
  private:
   // memory_resource's allocate, deallocate and is_equal (above).

@@ -42,6 +42,7 @@
 #include <memory>
 #include <vector>
 
+#include "decay.hpp"
 #include "fork.hpp"
 #include "memory.hpp"
 #include "shelves.hpp"
@@ -91,12 +92,12 @@ struct counters {
 // (pool_cache.hpp). A line each, so that a core's classes busy on different threads share none.
 struct alignas(64) class_counts {
   detail::atomic<std::uint64_t> hits{0}, misses{0}, fresh{0}, retired{0}, dropped_at_bound{0},
-      dropped_over_ceiling{0}, dropped_off{0}, trimmed{0};
+      dropped_over_ceiling{0}, dropped_off{0}, trimmed{0}, decayed{0};
 
   static constexpr auto fields() noexcept {
     return std::array{&class_counts::hits, &class_counts::misses, &class_counts::fresh, &class_counts::retired,
                       &class_counts::dropped_at_bound, &class_counts::dropped_over_ceiling,
-                      &class_counts::dropped_off, &class_counts::trimmed};
+                      &class_counts::dropped_off, &class_counts::trimmed, &class_counts::decayed};
   }
   // Any thread's add (the core's rows).
   void add(detail::atomic<std::uint64_t> class_counts::*field, std::uint64_t n = 1) noexcept {
@@ -118,6 +119,7 @@ struct alignas(64) class_counts {
     s.dropped_over_ceiling += get(&class_counts::dropped_over_ceiling);
     s.dropped_off += get(&class_counts::dropped_off);
     s.trimmed += get(&class_counts::trimmed);
+    s.decayed += get(&class_counts::decayed);
   }
 };
 
@@ -248,6 +250,16 @@ struct cache {
   // Whether the fork in progress holds the lock: the forking thread's alone, from its prepare to
   // its parent's or child's handler.
   bool fork_holds = false;
+  // Decay (decay.hpp): per class, the magazine's takes and retires as last seen, and the step
+  // from which they have not moved; the step of the last catch-up. Its user only; null when the
+  // pool has no decay. A catch-up that finds a later step frees a magazine that has sat unused
+  // since before the step before (pool.cpp, decay_magazines).
+  struct use_seen {
+    std::uint64_t uses = 0;
+    std::uint32_t step = 0;
+  };
+  std::unique_ptr<use_seen[]> seen;
+  std::uint32_t synced_step = 0;
   counters counts;
   const std::size_t class_rows_count;   // the core's classes, and the row above the ceiling
   cache* prev = nullptr;                // the core's registry, under admin_mutex
@@ -347,8 +359,9 @@ struct pool_core final : fork_aware {
   // checkers' seam, for the futex; they model no fork.
   std::atomic<std::uint32_t> forking{0};
 
-  // Guards what follows, and every cache's fields for others than its user. Lock order: a CPU
-  // cache's lock (trim waits for it; calls only try it), then admin_mutex, then drain_mutex, then
+  // Guards what follows, and every cache's fields for others than its user. Lock order:
+  // decay_mutex, then a CPU cache's lock (trim waits for it; calls and decay steps only try it),
+  // then admin_mutex, then drain_mutex, then
   // shelf_mutex, then orphan_mutex. No take or retire holds admin_mutex but a thread's first
   // (its cache's enrolment), and nobody waits for a take or retire while holding it.
   detail::mutex admin_mutex;
@@ -368,6 +381,15 @@ struct pool_core final : fork_aware {
   // Per class, and one more for what lies above the ceiling (class_counts): what departed caches
   // and threads without a cache counted.
   const std::unique_ptr<class_counts[]> class_rows;
+
+  // Decay (docs/pool.md, DECAY): the steps' schedule and number, under decay_mutex (which comes
+  // first in the lock order: a step takes drain_mutex, shelf_mutex and, with try_lock only, the CPU
+  // caches); the bytes decay has freed (any thread, fetch_add), and how many of them the steps
+  // have asked the allocator to return to the system (decay_mutex).
+  detail::decay_schedule decay;
+  detail::mutex decay_mutex;
+  detail::atomic<std::uint64_t> decayed_bytes{0};
+  std::uint64_t decayed_bytes_returned = 0;
   // The row that counts a request or a capacity of n.
   std::size_t row_of(std::size_t n) const noexcept { return n <= classes.ceiling() ? classes.of(n) : classes.count(); }
 };
@@ -470,6 +492,9 @@ std::uint32_t borrow_from_cpu_caches(caller& k, std::uint32_t n) noexcept;
 // progress has let it go, or already held: a forked child's): trim, after its stamp, so that what
 // they hold from before it is freed now (no thread of theirs has a next call to wait for).
 void catch_up_cpu_caches(pool_core& c, bool held = false) noexcept;
+// Brings up to the state word the CPU caches that no call holds: a decay step's, after its
+// restamp (the others catch up at their next hold).
+void catch_up_free_cpu_caches(pool_core& c) noexcept;
 // A fork's prepare, once `forking` is raised: takes each CPU cache's lock that a call in flight
 // lets go within a short spin (fork_holds), leaving the others to their holders; and, in the
 // parent or the child, lets them go. In the child, first: the caches it left, forgotten
@@ -492,6 +517,7 @@ void lower_fork_flag(pool_core& c) noexcept;
 struct view {
   std::uint64_t state;
   std::uint64_t generation;
+  std::uint32_t step;  // the decay steps begun, as of `state` or later
 };
 view read_view(pool_core& c) noexcept;
 // Brings tc up to `now`: frees what it caches when a trim began since or runs, or the pool is

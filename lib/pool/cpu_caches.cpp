@@ -138,6 +138,16 @@ void catch_up_cpu_caches(core& c, bool held) noexcept {
   }
 }
 
+// No fork runs meanwhile: its prepare waits for the step (decay_mutex) before it raises `forking`.
+void catch_up_free_cpu_caches(core& c) noexcept {
+  for (std::uint32_t i = 0; i < c.cpus.count; ++i) {
+    cache& cc = *c.cpu_caches[i];
+    if (!try_hold(cc)) continue;
+    bring_up_to_date(c, cc);
+    let_go(cc);
+  }
+}
+
 void hold_cpu_caches(core& c) noexcept {
   // Once the calls see `forking`, only a call already in flight holds a cache, and one that runs
   // lets go within a few microseconds at most (a batch's move).

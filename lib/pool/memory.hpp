@@ -6,6 +6,10 @@
 #include <cstdint>
 #include <new>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "sluice/buffer.hpp"
 
 namespace sluice::detail {
@@ -28,5 +32,15 @@ inline std::byte* allocate_bytes(std::size_t n) {
   return static_cast<std::byte*>(p);
 }
 inline void free_bytes(std::byte* p) noexcept { ::operator delete(p); }  // as ~buffer does
+
+// Asks the allocator to give the pages of freed blocks back to the system: what a decay step
+// does after it freed something. glibc keeps blocks below its mmap threshold (128 KiB at first)
+// in its heaps until malloc_trim, which walks every arena (docs/pool.md, DECAY, has its cost);
+// other allocators decay on their own.
+inline void return_free_pages() noexcept {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 
 }  // namespace sluice::detail

@@ -126,12 +126,17 @@ void release_slots(caller& k, const chain& ch) noexcept {
 
 // ---- the shared stacks ----------------------------------------------------------------------
 
-// Frees n buffers of class cls that the pool held, and gives back their places.
-void free_held(caller& k, std::size_t cls, std::byte* const* items, std::uint32_t n) noexcept {
+// Frees n buffers of class cls that the pool held, and gives back their places; counts them as
+// trimmed, or as `why` says.
+void free_held(caller& k, std::size_t cls, std::byte* const* items, std::uint32_t n,
+               detail::atomic<std::uint64_t> class_counts::*why = &class_counts::trimmed) noexcept {
   if (n == 0) return;
   for (std::uint32_t j = 0; j < n; ++j) detail::free_bytes(items[j]);
-  k.rec().add(&counters::bytes_out, std::uint64_t{n} * k.c.class_size[cls]);
-  k.count(cls, &class_counts::trimmed, n);
+  const std::uint64_t bytes = std::uint64_t{n} * k.c.class_size[cls];
+  k.rec().add(&counters::bytes_out, bytes);
+  k.count(cls, why, n);
+  // Relaxed: a sum the decay steps read to learn whether to return pages; it publishes nothing.
+  if (why == &class_counts::decayed) k.c.decayed_bytes.fetch_add(bytes, std::memory_order_relaxed);
   detail::unreserve(k.c, n);
 }
 
@@ -141,14 +146,15 @@ void copy_items(const detail::slot& s, std::uint32_t from, std::uint32_t n, std:
 }
 
 // Frees the buffers that a chain of class cls carries, which this call holds, and releases its
-// slots.
-void free_chain(caller& k, std::size_t cls, const chain& ch) noexcept {
+// slots; counts them as free_held does.
+void free_chain(caller& k, std::size_t cls, const chain& ch,
+                detail::atomic<std::uint64_t> class_counts::*why = &class_counts::trimmed) noexcept {
   slot_index i = ch.first;
   for (std::uint32_t j = 0; j < ch.count; ++j) {
     const detail::slot& s = k.c.slots[i];
     std::byte* items[detail::slot_room];
     copy_items(s, 0, s.count, items);
-    free_held(k, cls, items, s.count);
+    free_held(k, cls, items, s.count, why);
     i = s.next.load(std::memory_order_relaxed);
   }
   release_slots(k, ch);
@@ -164,6 +170,33 @@ void drain_all(caller& k) noexcept {
     k.c.drain_marks[cls].store(got.tag, std::memory_order_relaxed);
     if (got.count > 0) free_chain(k, cls, got);
   }
+}
+
+// A decay step's sort of class cls's stack: the slots whose buffers have sat unused since before
+// the step before (decay_schedule::stale) are freed, the others go back on top, in their order.
+// Under drain_mutex, so that a trim's drain and a fork's prepare come wholly before or after it.
+// Takes that overlap it find the stack empty for that moment, as during a drain.
+void decay_stack(caller& k, std::size_t cls, std::uint32_t step) noexcept {
+  if (k.c.stacks[cls].looks_empty()) return;
+  std::lock_guard lock(k.c.drain_mutex);
+  const chain got = k.c.stacks[cls].pop_all(k.c.slots);  // (S3)
+  chain keep, gone;
+  slot_index i = got.first;
+  for (std::uint32_t j = 0; j < got.count; ++j) {
+    detail::slot& s = k.c.slots[i];
+    const slot_index next = s.next.load(std::memory_order_relaxed);  // ordered by (S3)
+    chain& to = detail::decay_schedule::stale(s.step, step) ? gone : keep;
+    if (to.count == 0) {
+      to.first = i;
+    } else {
+      k.c.slots[to.last].next.store(i, std::memory_order_relaxed);  // published by (S1) below
+    }
+    to.last = i;
+    ++to.count;
+    i = next;
+  }
+  if (keep.count > 0) k.c.stacks[cls].push_chain(k.c.slots, keep);  // (S1)
+  if (gone.count > 0) free_chain(k, cls, gone, &class_counts::decayed);
 }
 
 // The flag of (P) and (R): an odd count while raised. Its user only.
@@ -437,6 +470,7 @@ bool retire_on_class(caller& k, std::size_t cls, std::byte* data) noexcept {
   if (const slot_index i = take_slot(k); i != no_slot) {
     k.c.slots[i].items[0] = data;
     k.c.slots[i].count = 1;
+    k.c.slots[i].step = k.c.decay.steps();
     if (publish(k, cls, chain{i, i, 1}, /*earlier=*/false)) {
       k.count(cls, &class_counts::retired);
       k.rec().add(&counters::bytes_in, k.c.class_size[cls]);
@@ -473,7 +507,7 @@ bool retire_off_class(caller& k, std::size_t cls, held h) noexcept {
     if (enabled_in(k.c.state.load(std::memory_order_relaxed))) {
       try {
         const bool first = k.c.off_class.empty(cls);
-        k.c.off_class.put(cls, h);
+        k.c.off_class.put(cls, h, k.c.decay.steps());
         k.c.off_class_nonempty[cls].store(true, std::memory_order_relaxed);
         // The class's first shelved buffer: every thread's front must stop answering the class
         // inline, so the word moves (release: the flag, for enter()'s (F')).
@@ -559,6 +593,7 @@ void accumulate(pool_class_stats& into, const pool_class_stats& d) noexcept {
   into.dropped_over_ceiling += d.dropped_over_ceiling;
   into.dropped_off += d.dropped_off;
   into.trimmed += d.trimmed;
+  into.decayed += d.decayed;
 }
 
 // Every class row's counts, passed to f(row, counts) part by part: the core's rows, and what each
@@ -603,7 +638,7 @@ void adopt_class_counts(core& c) noexcept {
   for (std::size_t cls = 0; cls < n; ++cls) {
     const pool_class_stats& s = counted[cls];
     // What the counts say it holds (as class_stats() finds it) less what it holds.
-    const auto excess = static_cast<std::int64_t>(s.retired - s.hits - s.trimmed - held[cls]);
+    const auto excess = static_cast<std::int64_t>(s.retired - s.hits - s.trimmed - s.decayed - held[cls]);
     if (excess > 0) c.class_rows[cls].add(&class_counts::trimmed, static_cast<std::uint64_t>(excess));
     if (excess < 0) c.class_rows[cls].add(&class_counts::retired, static_cast<std::uint64_t>(-excess));
   }
@@ -693,6 +728,7 @@ std::uint32_t flush(caller& k, std::size_t cls, magazine& m, std::uint32_t n) no
     const std::uint32_t here = std::min(n - moved, slot_room);
     for (std::uint32_t j = 0; j < here; ++j) s.items[j] = m.items[moved + j];
     s.count = here;
+    s.step = k.c.decay.steps();  // the magazine's oldest may be older: they stay a step longer
     if (out.count == 0) {
       out.first = i;
     } else {
@@ -707,6 +743,28 @@ std::uint32_t flush(caller& k, std::size_t cls, magazine& m, std::uint32_t n) no
   drop_oldest(m, moved);
   set_owned(*k.tc, m, static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed)) - moved);
   return moved;
+}
+
+// Decay in a cache (its user, or a CPU cache's holder, at its first catch-up since a step): frees
+// what each magazine holds that has sat unused since before the step before `step`. A magazine
+// whose takes and retires moved since the last catch-up was used in that catch-up's step: its
+// hits end at the next step's restamp, which sends its user here, and the general path's uses
+// come after a catch-up. Its spare places stay.
+void decay_magazines(caller& k, std::uint32_t step) noexcept {
+  cache& tc = *k.tc;
+  tc.for_each_magazine([&](std::size_t cls, magazine& m) {
+    cache::use_seen& seen = tc.seen[cls];
+    const std::uint64_t uses = m.takes.load(std::memory_order_relaxed) + m.retires.load(std::memory_order_relaxed);
+    if (uses != seen.uses) {
+      seen.uses = uses;
+      seen.step = tc.synced_step;
+    }
+    const auto count = static_cast<std::uint32_t>(m.count.load(std::memory_order_relaxed));
+    if (count == 0 || !decay_schedule::stale(seen.step, step)) return;
+    free_held(k, cls, m.items, count, &class_counts::decayed);  // their places with them
+    m.count.store(0, std::memory_order_relaxed);
+    set_owned(tc, m, static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed)) - count);
+  });
 }
 
 void empty_cache(caller& k, bool keep) noexcept {
@@ -735,9 +793,12 @@ void catch_up(core& c, cache& tc, const view& now) noexcept {
   if (trimming_in(now.state) || now.generation != tc.synced_generation || !enabled_in(now.state)) {
     empty_cache(k, /*keep=*/false);
     shrink(tc);  // a trim takes back what caches grew to, as the memory they held
+  } else if (tc.seen && now.step != tc.synced_step) {
+    decay_magazines(k, now.step);
   }
   tc.synced_state = now.state;
   tc.synced_generation = now.generation;
+  tc.synced_step = now.step;
   if (tc.view) {
     for (std::size_t cls = 0; cls < c.classes.count(); ++cls) aim_view(k, cls);
   }
@@ -754,7 +815,9 @@ view read_view(core& c) noexcept {
     // Relaxed: after the acquire above. An unchanged word means no trim stamped in between (the
     // words are never repeated), so `generation` counts exactly the trims stamped up to `state`,
     // those still running aside (a running trim shows in the word itself).
-    if (c.state.load(std::memory_order_relaxed) == state) return {state, generation};
+    // Relaxed: a step begins (its number) before it restamps the word (a release), so a word
+    // from after the restamp shows the step; a later step's number seen early is only early.
+    if (c.state.load(std::memory_order_relaxed) == state) return {state, generation, c.decay.steps()};
   }
 }
 
@@ -778,6 +841,11 @@ cache::cache(pool_core& c, kind k)
   const detail::view now = read_view(c);  // one view, as a catch-up records it
   synced_state = now.state;
   synced_generation = now.generation;
+  synced_step = now.step;
+  if (c.decay.on() && class_count > 0) {
+    seen = std::make_unique<use_seen[]>(class_count);
+    for (std::size_t cls = 0; cls < class_count; ++cls) seen[cls].step = now.step;
+  }
 }
 
 cache::~cache() {
@@ -866,7 +934,8 @@ detail::pool_core::pool_core(const pool_options& o, detail::atomic<std::uint64_t
       off_class(classes.count()),
       off_class_nonempty(std::make_unique<detail::atomic<bool>[]>(classes.count())),
       cpu_caches(std::make_unique<std::unique_ptr<cache>[]>(cpus.count)),
-      class_rows(std::make_unique<class_counts[]>(classes.count() + 1)) {
+      class_rows(std::make_unique<class_counts[]>(classes.count() + 1)),
+      decay(o.decay, std::chrono::steady_clock::now()) {
   for (std::size_t cls = 0; cls < classes.count(); ++cls) class_size[cls] = classes.size(cls);
   for (std::uint32_t i = 0; i < cpus.count; ++i) {
     cpu_caches[i] = std::make_unique<cache>(*this, cache::kind::cpu);
@@ -884,6 +953,7 @@ detail::pool_core::~pool_core() { leave(); }
 // pool lives, a fresh stamp makes every seated thread's next call miss inline, see `forking` and
 // wait.
 void detail::pool_core::lock_for_fork() noexcept {
+  decay_mutex.lock();  // a step in flight ends first: it waits on nothing the fork holds
   forking.store(1, std::memory_order_relaxed);  // (L3)
   detail::hold_cpu_caches(*this);
   admin_mutex.lock();
@@ -902,6 +972,7 @@ void detail::pool_core::unlock_in_parent() noexcept {
   admin_mutex.unlock();
   detail::let_go_cpu_caches(*this);
   detail::lower_fork_flag(*this);
+  decay_mutex.unlock();
 }
 
 void detail::pool_core::unlock_in_child() noexcept {
@@ -913,6 +984,7 @@ void detail::pool_core::unlock_in_child() noexcept {
   admin_mutex.unlock();
   detail::let_go_cpu_caches(*this);
   detail::lower_fork_flag(*this);
+  decay_mutex.unlock();
 }
 
 // ---- the public calls ---------------------------------------------------------------------------
@@ -1058,6 +1130,45 @@ void pool::trim(double share) noexcept {
   }
 }
 
+// A step, when one is due: the stacks, the off-class shelves, then every cache at its next
+// catch-up (the restamp sends each seated thread's next call through enter()), the CPU caches
+// that no call holds now and this thread's own cache at once. Then, if decay freed anything since
+// the last step asked, the allocator is asked to return free pages. One step at a time: a call
+// that finds another running answers false.
+bool pool::decay(std::chrono::steady_clock::time_point now) noexcept {
+  core& c = *core_;
+  if (!c.decay.on()) return false;
+  std::unique_lock lock(c.decay_mutex, std::try_to_lock);
+  if (!lock.owns_lock() || !c.decay.claim(now)) return false;
+  const std::uint32_t step = c.decay.begin();
+  caller k{c, nullptr, 0};  // counts on the core's rows
+  for (std::size_t cls = 0; cls < c.classes.count(); ++cls) decay_stack(k, cls, step);
+  for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+    // Relaxed: a hint, as trim(share) reads it; a buffer shelved meanwhile is young anyway.
+    if (!c.off_class_nonempty[cls].load(std::memory_order_relaxed)) continue;
+    std::size_t count = 0, bytes = 0;
+    {
+      std::lock_guard shelf_lock(c.shelf_mutex);
+      std::tie(count, bytes) = c.off_class.free_stale_of(cls, step);
+      c.off_class_nonempty[cls].store(!c.off_class.empty(cls), std::memory_order_relaxed);  // under shelf_mutex
+    }
+    k.count(cls, &class_counts::decayed, count);
+    detail::unreserve(c, count);
+    k.rec().add(&counters::bytes_out, bytes);
+    c.decayed_bytes.fetch_add(bytes, std::memory_order_relaxed);  // as free_held's
+  }
+  // release: the step's number (begin(), relaxed) to the caches that read this word (read_view).
+  restamp(c, [](std::uint64_t w) { return w; }, std::memory_order_release);
+  detail::catch_up_free_cpu_caches(c);
+  catch_up_own(c);
+  // Relaxed: a sum; a free counted late is returned at the next step.
+  if (const std::uint64_t freed = c.decayed_bytes.load(std::memory_order_relaxed); freed != c.decayed_bytes_returned) {
+    c.decayed_bytes_returned = freed;
+    detail::return_free_pages();
+  }
+  return true;
+}
+
 std::size_t pool::retained() const noexcept { return stats().retained; }
 
 pool_stats pool::stats() const noexcept {
@@ -1102,7 +1213,7 @@ std::vector<pool_class_stats> pool::class_stats() const {
     pool_class_stats& r = rows[row];
     r.capacity = row < c.classes.count() ? c.class_size[row] : SIZE_MAX;
     // Counts read one by one, while calls run, may show more out than in for a moment.
-    const std::uint64_t out = r.hits + r.trimmed;
+    const std::uint64_t out = r.hits + r.trimmed + r.decayed;
     r.retained = r.retired > out ? static_cast<std::size_t>(r.retired - out) : 0;
   }
   return rows;

@@ -2,15 +2,18 @@
 // and sluice::pool's off-class ones (a capacity that is not a class size).
 //
 // Shelf c holds capacities in (size(c - 1), size(c)], sorted largest first, so the smallest is
-// at the back and the common case (all of one capacity) pushes and pops at the back.
+// at the back and the common case (all of one capacity) pushes and pops at the back. Each buffer
+// carries the decay step it was shelved in (decay.hpp).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
+#include "decay.hpp"
 #include "memory.hpp"
 
 namespace sluice::detail {
@@ -25,21 +28,22 @@ class shelves {
  public:
   explicit shelves(std::size_t classes) : shelves_(classes) {}
 
-  // Files h under class c. Throws std::bad_alloc, leaving the shelves as they were.
-  void put(std::size_t c, held h) {
+  // Files h under class c, stamped with decay step `step`. Throws std::bad_alloc, leaving the
+  // shelves as they were.
+  void put(std::size_t c, held h, std::uint32_t step) {
     auto& shelf = shelves_[c];
     const auto at = std::partition_point(shelf.begin(), shelf.end(),
-                                         [&](const held& x) { return x.capacity >= h.capacity; });
-    shelf.insert(at, h);  // after its equals: the newest of a capacity is answered first
+                                         [&](const entry& x) { return x.h.capacity >= h.capacity; });
+    shelf.insert(at, entry{h, step});  // after its equals: the newest of a capacity is answered first
   }
 
   // The smallest buffer on shelf c whose capacity is at least n, taken off it.
   std::optional<held> take(std::size_t c, std::size_t n) noexcept {
     auto& shelf = shelves_[c];
     const auto end = std::partition_point(shelf.begin(), shelf.end(),
-                                          [&](const held& x) { return x.capacity >= n; });
+                                          [&](const entry& x) { return x.h.capacity >= n; });
     if (end == shelf.begin()) return std::nullopt;
-    const held h = *(end - 1);
+    const held h = (end - 1)->h;
     shelf.erase(end - 1);
     return h;
   }
@@ -52,7 +56,7 @@ class shelves {
     std::size_t count = 0, bytes = 0;
     for (const auto& shelf : shelves_) {
       count += shelf.size();
-      for (const held& h : shelf) bytes += h.capacity;
+      for (const entry& e : shelf) bytes += e.h.capacity;
     }
     return {count, bytes};
   }
@@ -63,21 +67,35 @@ class shelves {
     auto& shelf = shelves_[c];
     std::size_t count = 0, freed = 0;
     for (; count < shelf.size() && freed < bytes; ++count) {
-      freed += shelf[count].capacity;
-      free_bytes(shelf[count].data);
+      freed += shelf[count].h.capacity;
+      free_bytes(shelf[count].h.data);
     }
     shelf.erase(shelf.begin(), shelf.begin() + static_cast<std::ptrdiff_t>(count));
     return {count, freed};
+  }
+
+  // Frees the buffers of shelf c that sat unused since before the decay step before `step`
+  // (decay_schedule::stale); answers how many and their bytes.
+  std::pair<std::size_t, std::size_t> free_stale_of(std::size_t c, std::uint32_t step) noexcept {
+    std::size_t count = 0, bytes = 0;
+    std::erase_if(shelves_[c], [&](const entry& e) {
+      if (!decay_schedule::stale(e.step, step)) return false;
+      ++count;
+      bytes += e.h.capacity;
+      free_bytes(e.h.data);
+      return true;
+    });
+    return {count, bytes};
   }
 
   // Frees every buffer; answers how many and their bytes.
   std::pair<std::size_t, std::size_t> free_all() noexcept {
     std::size_t count = 0, bytes = 0;
     for (auto& shelf : shelves_) {
-      for (const held& h : shelf) {
+      for (const entry& e : shelf) {
         ++count;
-        bytes += h.capacity;
-        free_bytes(h.data);
+        bytes += e.h.capacity;
+        free_bytes(e.h.data);
       }
       shelf.clear();
     }
@@ -85,7 +103,11 @@ class shelves {
   }
 
  private:
-  std::vector<std::vector<held>> shelves_;
+  struct entry {
+    held h;
+    std::uint32_t step;  // the decay step it was shelved in
+  };
+  std::vector<std::vector<entry>> shelves_;
 };
 
 }  // namespace sluice::detail

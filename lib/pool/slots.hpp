@@ -42,6 +42,8 @@ struct slot {
   detail::atomic<slot_index> next{no_slot};  // the link; read by stale poppers, hence atomic
   // Read and written only by the slot's owner: items[0, count).
   detail::plain<std::uint32_t> count = 0;
+  // The decay step in which its buffers were last kept (pool/decay.hpp); its owner's too.
+  detail::plain<std::uint32_t> step = 0;
   detail::plain<std::byte*> items[slot_room];
 };
 
