@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -607,6 +608,78 @@ TEST_CASE("a call stopped anywhere inside a take or retire holds up a trim, and 
     CHECK(held_up > 0);  // the case did hold a trim up
     MESSAGE(std::string(seated ? "seated" : "through a CPU cache") << ": G stopped at " << stops << " switch points, "
             << held_up << " of them holding up a trim (" << steps << " steps); stats, retained, set_enabled(true), a first call and an exit finished every time");
+  }
+}
+
+TEST_CASE("a decay step stopped anywhere holds up no take or retire, and frees only what sat unused") {
+  // docs/pool.md, DECAY: a thread left six marked buffers on the shared stack, and S four in its
+  // cache, all kept in step 0. D takes steps 1 and 2 (the second frees them: the stack's, and the
+  // CPU cache's, which the step catches up under its lock) and is stopped at each of its switch
+  // points in turn; meanwhile S takes and retires (its own buffers marked too) and T trims. S must finish
+  // while D stays stopped (T may wait for the step's sort of a class, as a fork would); what S
+  // takes must be one of the marked buffers, never freed memory (AddressSanitizer, and the marks);
+  // and the counts must add up afterwards, each buffer freed once. Seated, S caches for itself;
+  // with the seats held elsewhere, through the CPU cache that the step catches up.
+  using namespace std::chrono_literals;
+  for (const bool seated : {true, false}) {
+    CAPTURE(seated);
+    std::uint64_t stops = 0;
+    for (std::uint64_t k = 1;; ++k) {
+      CAPTURE(k);
+      sluice::pool p{pool_options{.bound = 64, .decay = 1h}};  // 64: four seats
+      const auto t = std::chrono::steady_clock::now();
+      std::thread([&] {
+        for (std::uint64_t m = 1; m <= 6; ++m) p.retire(marked(1024, m));
+        exit_thread();
+      }).join();
+      std::optional<seat_holders> holders;
+      if (!seated) holders.emplace(p, 4);
+      bool armed = false, d_done = false, s_done = false, s_ready = false;
+      std::vector<std::uint64_t> strays;
+      stop_under_trim stop{0, 2, k, armed, [&] { return s_done; }};
+      scheduler::run(
+          {[&] {
+             scheduler::wait_until([&] { return s_ready; });
+             armed = true;
+             CHECK(p.decay(t + 31min));
+             CHECK(p.decay(t + 61min));
+             armed = false;
+             d_done = true;
+           },
+           [&] {
+             for (std::uint64_t m = 200; m < 204; ++m) p.retire(marked(1024, m));
+             s_ready = true;
+             scheduler::wait_until([&] { return stop.stopped || d_done; });
+             for (std::uint64_t i = 0; i < 4; ++i) {
+               if (buffer b = p.take(1024)) {
+                 const std::uint64_t m = mark_of(b);
+                 if (!(m >= 1 && m <= 6) && !(m >= 100 && m < 104) && !(m >= 200 && m < 204)) strays.push_back(m);
+               }
+               p.retire(marked(1024, 100 + i));
+             }
+             exit_thread();
+             s_done = true;
+           },
+           [&] {
+             scheduler::wait_until([&] { return stop.stopped || d_done; });
+             p.trim();
+           }},
+          [&](const moment& m) { return stop.pick(m); });
+      REQUIRE_FALSE(stop.stuck);
+      CHECK(strays.empty());
+      std::uint64_t retired = 0, out = 0;
+      for (const auto& r : p.class_stats()) {
+        retired += r.retired;
+        out += r.hits + r.trimmed + r.decayed;
+      }
+      CHECK(retired - out == p.retained());
+      holders.reset();  // their first takes (of 1 byte) may have refilled their caches: back at exit
+      p.trim();
+      CHECK(p.retained() == 0);
+      if (!stop.reached) break;
+      ++stops;
+    }
+    MESSAGE(std::string(seated ? "seated" : "through a CPU cache") << ": D stopped at " << stops << " switch points");
   }
 }
 
