@@ -386,7 +386,9 @@ struct pool_core final : fork_aware {
   // first in the lock order: a step takes drain_mutex, shelf_mutex and, with try_lock only, the CPU
   // caches); the bytes decay has freed (any thread, fetch_add), and how many of them the steps
   // have asked the allocator to return to the system (decay_mutex).
-  detail::decay_schedule decay;
+  // A line of its own: every push of a batch reads the step, and the orphans' counts above
+  // change at every call of a thread without a cache.
+  alignas(64) detail::decay_schedule decay;
   detail::mutex decay_mutex;
   detail::atomic<std::uint64_t> decayed_bytes{0};
   std::uint64_t decayed_bytes_returned = 0;
