@@ -31,7 +31,7 @@ using sluice_bench::raw_source;
 
 template <class Pool, bool ThreadCache, std::size_t Bound = sluice::pool_options{}.bound>
 struct pool_source {
-  Pool pool{sluice::pool_options{.bound = Bound, .thread_cache = ThreadCache}};
+  Pool pool{sluice::pool_options{.bound = Bound, .thread_cache = ThreadCache, .decay = sluice_bench::bench_decay()}};
 
   using item = sluice::buffer;
   item get(std::size_t n) { return pool.acquire(n); }

@@ -24,6 +24,9 @@
 #include <boost/lockfree/spsc_queue.hpp>
 
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstddef>
 #include <cstring>
 #include <dlfcn.h>
@@ -156,6 +159,9 @@ inline constexpr which_counts flow_counts{.min_threads = 2, .even_only = true};
 // counters: peak_rss_mib, the peak resident memory above what the process held at the cell's
 // start (VmHWM, reset through /proc/self/clear_refs), and for a pool hit_rate (percent of takes
 // answered from retained blocks) and fresh_per_buffer (takes that allocated, per block).
+// SLUICE_BENCH_DECAY_MS=D: the pools decay with D (pool_options::decay, pool_bench.cpp), and a
+// thread of the cell calls decay() every D / 10 while the pattern runs, as a program's timer
+// would: the hit rate with decay on (docs/bench/decay.md).
 
 inline std::vector<int> pattern_thread_counts() { return counts_from("SLUICE_BENCH_PATTERN_THREADS", "1,2,8,64,512"); }
 
@@ -184,21 +190,40 @@ inline long status_kib(const std::string& field) {
 // Makes VmHWM start again from the resident memory now (Linux 4.0 and later).
 inline void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
-// A pool's statistics around a pattern's measured part; nothing for an allocator.
+// SLUICE_BENCH_DECAY_MS, or 0 (decay off).
+inline std::chrono::milliseconds bench_decay() {
+  const char* env = std::getenv("SLUICE_BENCH_DECAY_MS");
+  return std::chrono::milliseconds(env != nullptr ? std::strtoll(env, nullptr, 10) : 0);
+}
+
+// A pool's statistics around a pattern's measured part, and its decay's timer meanwhile; nothing
+// for an allocator.
 template <class Src>
 struct pattern_probe {
   static constexpr bool pool = requires(Src& s) { s.pool.stats(); };
   Src& src;
   std::uint64_t hits = 0, misses = 0;
+  std::atomic<bool> stop{false};
+  std::thread timer{};
   void begin() {
     if constexpr (pool) {
       const auto s = src.pool.stats();
       hits = s.hits;
       misses = s.misses;
+      if (const auto d = bench_decay(); d.count() > 0) {
+        timer = std::thread([this, d] {
+          while (!stop.load(std::memory_order_relaxed)) {
+            std::this_thread::sleep_for(d / 10);
+            src.pool.decay();
+          }
+        });
+      }
     }
   }
   void end() {
     if constexpr (pool) {
+      stop.store(true, std::memory_order_relaxed);
+      if (timer.joinable()) timer.join();
       const auto s = src.pool.stats();
       hits = s.hits - hits;
       misses = s.misses - misses;
@@ -210,7 +235,7 @@ template <class Src>
 void pattern_cell(benchmark::State& state, sluice_patterns::pattern p, int threads) {
   for (auto _ : state) {
     auto src = std::make_unique<Src>();
-    pattern_probe<Src> probe{*src};
+    pattern_probe<Src> probe{*src, 0, 0, {false}, {}};
     reset_peak_rss();
     const long start_kib = status_kib("VmRSS");
     const auto out = sluice_patterns::run(p, *src, threads, pattern_buffers(), KiB, pattern_in_flight, probe);

@@ -3,6 +3,7 @@
 // threads, a zero bound and trim(). Every case runs against each kind of resource.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <list>
@@ -372,6 +373,28 @@ TEST_CASE_TEMPLATE("trim(share) frees part of what the resource retains, the lar
   r.deallocate(kept, 4096, 8);
   r.trim(1.0);
   CHECK(r.stats().retained == 0);
+}
+
+TEST_CASE_TEMPLATE("decay frees the blocks the resource retained unused, never a block still allocated", K, RESOURCES) {
+  using namespace std::chrono_literals;
+  sluice::pool_options o = K::options();
+  o.decay = 1h;
+  typename K::resource r{o};
+  std::vector<void*> given;
+  for (int i = 0; i < 50; ++i) given.push_back(r.allocate(256, 8));
+  void* kept = r.allocate(256, 8);
+  std::memset(kept, 0x5A, 256);
+  for (void* p : given) r.deallocate(p, 256, 8);
+  const auto t = std::chrono::steady_clock::now();
+  CHECK(r.decay(t + 31min));
+  CHECK(r.stats().retained == 50);
+  CHECK(r.decay(t + 61min));
+  CHECK(r.stats().retained == 0);
+  std::uint64_t decayed = 0;
+  for (const auto& row : r.class_stats()) decayed += row.decayed;
+  CHECK(decayed == 50);
+  CHECK(static_cast<unsigned char*>(kept)[255] == 0x5A);  // an allocated block is never freed
+  r.deallocate(kept, 256, 8);
 }
 
 TEST_CASE_TEMPLATE("equality is identity, and upstream is the one given", K, RESOURCES) {
