@@ -1265,19 +1265,46 @@ std::vector<py_class_stats> class_rows(const Pool& pool) {
   return out;
 }
 
+// Pool's decay option, in seconds: None, zero or less is off (C++'s zero or less), NaN raises
+// ValueError (no length of time reads as it, as with a timeout). Rounded up to whole milliseconds,
+// so that no positive decay turns it off; inf, and anything longer, is C++'s most, 2^40 ms.
+std::chrono::milliseconds decay_arg(py::handle v) {
+  if (v.is_none()) return {};
+  const double t = real_arg(v, "decay");
+  if (std::isnan(t)) throw py::value_error("decay must be None or a number of seconds, not NaN");
+  if (!(t > 0)) return {};
+  constexpr std::int64_t most_ms = std::int64_t{1} << 40;
+  const double ms = std::ceil(t * 1000);  // inf past a double's range: clamped below
+  return std::chrono::milliseconds(ms >= static_cast<double>(most_ms) ? most_ms : static_cast<std::int64_t>(ms));
+}
+
+// decay()'s `now`: seconds on time.monotonic()'s clock, which on Linux is CLOCK_MONOTONIC, the
+// clock steady_clock reads too (docs/python.md). NaN and +-inf raise ValueError: neither names a
+// time (and +inf would leave no step due again). A finite time is clamped into +-2^62 ns (146
+// years), where the schedule's sums (a time plus half the decay) stay within int64.
+clock::time_point monotonic_arg(py::handle v) {
+  const double t = real_arg(v, "now");
+  if (!std::isfinite(t)) throw py::value_error("now must be a finite number of seconds on time.monotonic()'s clock");
+  constexpr double most_s = 4.6e9;  // just under 2^62 ns
+  const auto ns = std::chrono::nanoseconds(std::llround(std::clamp(t, -most_s, most_s) * 1e9));
+  return clock::time_point(std::chrono::duration_cast<clock::duration>(ns));
+}
+
 template <class Pool>
 void bind_pool(py::module_& m, const char* name, const char* doc) {
   py::class_<Pool> pool_class(m, name, doc, py::is_final());
   class_fixed(pool_class)
-      .def(py::init([](py::handle bound, py::handle ceiling, bool enabled, bool thread_cache) {
+      .def(py::init([](py::handle bound, py::handle ceiling, bool enabled, bool thread_cache, py::handle decay) {
              return new Pool(sluice::pool_options{.bound = size_arg(bound, "bound"),
                                                   .ceiling = size_arg(ceiling, "ceiling"),
                                                   .enabled = enabled,
-                                                  .thread_cache = thread_cache});
+                                                  .thread_cache = thread_cache,
+                                                  .decay = decay_arg(decay)});
            }),
            py::arg("bound") = 1024, py::arg("ceiling") = std::size_t{4} << 20, py::arg("enabled") = true,
-           py::arg("thread_cache") = true,
-           "A pool retaining at most `bound` buffers, none larger than `ceiling` bytes.")
+           py::arg("thread_cache") = true, py::kw_only(), py::arg("decay") = py::none(),
+           "A pool retaining at most `bound` buffers, none larger than `ceiling` bytes. decay (seconds;\n"
+           "None, 0 or less: off): buffers retained unused for about that long are freed by decay().")
       .def("take",
            [](py::handle p, py::handle n) -> std::optional<py_buffer> {
              sluice::buffer b = live<Pool>(p).take(size_arg(n, "size"));
@@ -1317,6 +1344,22 @@ void bind_pool(py::module_& m, const char* name, const char* doc) {
            "Frees what the pool retains (other threads' caches: at their next call). With a share\n"
            "(0 to 1): frees that share of the retained bytes, the largest classes first, from what\n"
            "no cache holds; 0 or less, or NaN: nothing; 1 or more: all, as trim().")
+      .def("decay",
+           [](py::handle p, py::handle now) {
+             Pool& pool = live<Pool>(p);
+             const clock::time_point t = now.is_none() ? clock::now() : monotonic_arg(now);
+             // The GIL released, by hand as admit does: a step frees buffers and may ask malloc_trim
+             // for pages back (milliseconds on a large heap), and needs no Python object. A fork
+             // meanwhile is safe: both twins hold their locks across one (docs/pool.md, FORK).
+             PyThreadState* const saved = PyEval_SaveThread();
+             const bool stepped = pool.decay(t);  // noexcept
+             PyEval_RestoreThread(saved);
+             return stepped;
+           },
+           py::arg("now") = py::none(),
+           "A step of decay, if one is due at `now` (seconds on time.monotonic()'s clock; None: now):\n"
+           "frees what has sat unused since before the step before. True if a step ran; False when\n"
+           "none was due (one every half the decay), or decay is off. Releases the GIL.")
       .def_property_readonly("retained", [](py::handle p) { return live<Pool>(p).retained(); },
                              "Buffers held now, caches included.")
       .def_property("enabled", [](py::handle p) { return live<Pool>(p).enabled(); },
@@ -1444,13 +1487,15 @@ PYBIND11_MODULE(_sluice, m) {
                     "retires freed as larger than the ceiling (the last row's)")
       .def_readonly("dropped_off", &py_class_stats::dropped_off, "retires freed while the pool was switched off")
       .def_readonly("trimmed", &py_class_stats::trimmed, "retained buffers freed: by trim, the switch, a thread's exit")
+      .def_readonly("decayed", &py_class_stats::decayed, "retained buffers freed for sitting unused (decay)")
       .def("__repr__", [](const py_class_stats& s) {
         return "PoolClassStats(capacity=" + (s.above_ceiling ? std::string("None") : std::to_string(s.capacity)) +
                ", retained=" + std::to_string(s.retained) + ", hits=" + std::to_string(s.hits) +
                ", misses=" + std::to_string(s.misses) + ", fresh=" + std::to_string(s.fresh) +
                ", retired=" + std::to_string(s.retired) + ", dropped_at_bound=" + std::to_string(s.dropped_at_bound) +
                ", dropped_over_ceiling=" + std::to_string(s.dropped_over_ceiling) +
-               ", dropped_off=" + std::to_string(s.dropped_off) + ", trimmed=" + std::to_string(s.trimmed) + ")";
+               ", dropped_off=" + std::to_string(s.dropped_off) + ", trimmed=" + std::to_string(s.trimmed) +
+               ", decayed=" + std::to_string(s.decayed) + ")";
       });
 
   py::class_<py_buffer> buffer(m, "Buffer",

@@ -324,16 +324,17 @@ std::string capacity_text(std::size_t capacity) {
 
 // A table of the classes that saw traffic, smallest first, each line "pool class" and its
 // columns (README.md: the end of a run). "dropped" splits the retires freed by reason: at the
-// bound (or for want of memory), over the ceiling, while switched off.
+// bound (or for want of memory), over the ceiling, while switched off. The hub's pool has no
+// decay, so "decayed" reads 0: printed all the same, so that every count class_stats() has shows.
 void print_class_stats(const std::vector<sluice::pool_class_stats>& rows) {
-  constexpr std::size_t columns = 8;
+  constexpr std::size_t columns = 9;
   using line = std::array<std::string, columns>;
   std::vector<line> lines{{"capacity", "hits", "misses", "fresh", "retired",
-                           "dropped bound/ceiling/off", "trimmed", "retained"}};
+                           "dropped bound/ceiling/off", "trimmed", "decayed", "retained"}};
   for (const sluice::pool_class_stats& c : rows) {
     if (c.hits == 0 && c.misses == 0 && c.fresh == 0 && c.retired == 0 &&
         c.dropped_at_bound == 0 && c.dropped_over_ceiling == 0 && c.dropped_off == 0 &&
-        c.trimmed == 0 && c.retained == 0) {
+        c.trimmed == 0 && c.decayed == 0 && c.retained == 0) {
       continue;
     }
     lines.push_back({capacity_text(c.capacity), std::to_string(c.hits), std::to_string(c.misses),
@@ -341,7 +342,7 @@ void print_class_stats(const std::vector<sluice::pool_class_stats>& rows) {
                      std::to_string(c.dropped_at_bound) + "/" +
                          std::to_string(c.dropped_over_ceiling) + "/" +
                          std::to_string(c.dropped_off),
-                     std::to_string(c.trimmed), std::to_string(c.retained)});
+                     std::to_string(c.trimmed), std::to_string(c.decayed), std::to_string(c.retained)});
   }
   if (lines.size() == 1) {
     std::printf("pool class: none took or retired a buffer\n");

@@ -12,7 +12,7 @@ import sluice
 CEILING = 1 << 20
 fresh = sluice.MutexPool(bound=0, ceiling=CEILING)  # acquire answers fresh memory, always
 COUNTS = ("retained", "hits", "misses", "fresh", "retired", "dropped_at_bound", "dropped_over_ceiling", "dropped_off",
-          "trimmed")
+          "trimmed", "decayed")
 
 
 def class_sizes(ceiling):
@@ -49,10 +49,10 @@ def check_rows(p):
     assert sum(r.retained for r in rows) == s.retained
     for r in rows:
         assert r.fresh <= r.misses, r
-        assert r.retained == r.retired - r.hits - r.trimmed, r
+        assert r.retained == r.retired - r.hits - r.trimmed - r.decayed, r
     last = rows[-1]
     assert last.capacity is None
-    assert (last.retained, last.retired, last.hits, last.trimmed) == (0, 0, 0, 0)
+    assert (last.retained, last.retired, last.hits, last.trimmed, last.decayed) == (0, 0, 0, 0, 0)
     assert all(r.dropped_over_ceiling == 0 for r in rows[:-1])
     return rows
 
@@ -80,7 +80,7 @@ def test_the_rows_are_a_snapshot_made_by_the_module_only(pool_type):
         with pytest.raises(AttributeError):
             setattr(r, name, 5)
     assert repr(r) == ("PoolClassStats(capacity=1024, retained=1, hits=0, misses=0, fresh=0, retired=1, "
-                       "dropped_at_bound=0, dropped_over_ceiling=0, dropped_off=0, trimmed=0)")
+                       "dropped_at_bound=0, dropped_over_ceiling=0, dropped_off=0, trimmed=0, decayed=0)")
     assert repr(p.class_stats()[-1]).startswith("PoolClassStats(capacity=None, ")
     with pytest.raises(TypeError):
         sluice.PoolClassStats()
