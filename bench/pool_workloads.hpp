@@ -202,7 +202,7 @@ template <class Src>
 struct pattern_probe {
   static constexpr bool pool = requires(Src& s) { s.pool.stats(); };
   Src& src;
-  std::uint64_t hits = 0, misses = 0;
+  std::uint64_t hits = 0, misses = 0, decayed = 0;
   std::atomic<bool> stop{false};
   std::thread timer{};
   void begin() {
@@ -227,6 +227,7 @@ struct pattern_probe {
       const auto s = src.pool.stats();
       hits = s.hits - hits;
       misses = s.misses - misses;
+      for (const auto& row : src.pool.class_stats()) decayed += row.decayed;
     }
   }
 };
@@ -235,7 +236,7 @@ template <class Src>
 void pattern_cell(benchmark::State& state, sluice_patterns::pattern p, int threads) {
   for (auto _ : state) {
     auto src = std::make_unique<Src>();
-    pattern_probe<Src> probe{*src, 0, 0, {false}, {}};
+    pattern_probe<Src> probe{*src, 0, 0, 0, {false}, {}};
     reset_peak_rss();
     const long start_kib = status_kib("VmRSS");
     const auto out = sluice_patterns::run(p, *src, threads, pattern_buffers(), KiB, pattern_in_flight, probe);
@@ -246,6 +247,7 @@ void pattern_cell(benchmark::State& state, sluice_patterns::pattern p, int threa
       const double takes = static_cast<double>(probe.hits + probe.misses);
       state.counters["hit_rate"] = 100.0 * static_cast<double>(probe.hits) / takes;
       state.counters["fresh_per_buffer"] = static_cast<double>(probe.misses) / static_cast<double>(out.buffers);
+      if (bench_decay().count() > 0) state.counters["decayed"] = static_cast<double>(probe.decayed);
     }
   }
 }
