@@ -896,6 +896,9 @@ void cache::forget() noexcept {  // in a forked child, its one thread: relaxed t
   places = 0;
   loose.store(0, std::memory_order_relaxed);
   free_slots = {};
+  // Its uses start again from zero: a count that climbed back to the one remembered is no sign
+  // of disuse.
+  for (std::size_t cls = 0; seen && cls < class_count; ++cls) seen[cls] = {0, synced_step};
   publishing.store(0, std::memory_order_relaxed);  // its holder's flag: no trim of the child waits for it
 }
 
@@ -1098,7 +1101,7 @@ void pool::trim() noexcept {
 // a take does (no more of a batch than it needs) and frees them, then its off-class ones, largest
 // first. No restamp: calls in flight and the caches go on as they were.
 void pool::trim(double share) noexcept {
-  if (!(share > 0)) return;  // NaN too: nothing
+  if (!(share > 0)) return catch_up_own(*core_);  // NaN too: nothing, but a call all the same
   if (share >= 1) return trim();
   core& c = *core_;
   const std::size_t target = detail::share_of(stats().retained_bytes, share);
@@ -1137,9 +1140,12 @@ void pool::trim(double share) noexcept {
 // that finds another running answers false.
 bool pool::decay(std::chrono::steady_clock::time_point now) noexcept {
   core& c = *core_;
-  if (!c.decay.on()) return false;
-  std::unique_lock lock(c.decay_mutex, std::try_to_lock);
-  if (!lock.owns_lock() || !c.decay.claim(now)) return false;
+  std::unique_lock lock(c.decay_mutex, std::defer_lock);
+  if (!c.decay.on() || !lock.try_lock() || !c.decay.claim(now)) {
+    if (lock.owns_lock()) lock.unlock();
+    catch_up_own(c);  // a call all the same: this thread's cache catches up (DECAY)
+    return false;
+  }
   const std::uint32_t step = c.decay.begin();
   caller k{c, nullptr, 0};  // counts on the core's rows
   for (std::size_t cls = 0; cls < c.classes.count(); ++cls) decay_stack(k, cls, step);

@@ -61,16 +61,25 @@ class shelves {
     return {count, bytes};
   }
 
-  // Frees buffers of shelf c, the largest first, until their bytes reach `bytes` or it is empty;
-  // answers how many and their bytes.
+  // Frees buffers of shelf c, the largest first and the newest of a capacity first (as sluice::pool
+  // frees its stacks' own-size buffers, from the top), until their bytes reach `bytes` or it is
+  // empty; answers how many and their bytes.
   std::pair<std::size_t, std::size_t> free_largest_of(std::size_t c, std::size_t bytes) noexcept {
     auto& shelf = shelves_[c];
     std::size_t count = 0, freed = 0;
-    for (; count < shelf.size() && freed < bytes; ++count) {
-      freed += shelf[count].h.capacity;
-      free_bytes(shelf[count].h.data);
+    while (!shelf.empty() && freed < bytes) {
+      const std::size_t capacity = shelf.front().h.capacity;  // the largest run: [0, end)
+      const auto end = std::partition_point(shelf.begin(), shelf.end(),
+                                            [&](const entry& x) { return x.h.capacity >= capacity; });
+      auto from = end;
+      while (from != shelf.begin() && freed < bytes) {  // its newest first
+        --from;
+        freed += capacity;
+        free_bytes(from->h.data);
+        ++count;
+      }
+      shelf.erase(from, end);
     }
-    shelf.erase(shelf.begin(), shelf.begin() + static_cast<std::ptrdiff_t>(count));
     return {count, freed};
   }
 
