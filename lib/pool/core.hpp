@@ -361,9 +361,9 @@ struct pool_core final : fork_aware {
 
   // Guards what follows, and every cache's fields for others than its user. Lock order:
   // decay_mutex, then a CPU cache's lock (trim waits for it; calls and decay steps only try it),
-  // then admin_mutex, then drain_mutex, then
-  // shelf_mutex, then orphan_mutex. No take or retire holds admin_mutex but a thread's first
-  // (its cache's enrolment), and nobody waits for a take or retire while holding it.
+  // then admin_mutex, then drain_mutex, then shelf_mutex, then orphan_mutex. No take or retire
+  // holds admin_mutex but a thread's first (its cache's enrolment), and nobody waits for a take
+  // or retire while holding it.
   detail::mutex admin_mutex;
   // Held by trim and ~pool while they drain the stacks (drain_marks). Nothing is taken under it
   // but shelf_mutex and orphan_mutex, by a fork.
@@ -385,9 +385,9 @@ struct pool_core final : fork_aware {
   // Decay (docs/pool.md, DECAY): the steps' schedule and number, under decay_mutex (which comes
   // first in the lock order: a step takes drain_mutex, shelf_mutex and, with try_lock only, the CPU
   // caches); the bytes decay has freed (any thread, fetch_add), and how many of them the steps
-  // have asked the allocator to return to the system (decay_mutex).
-  // A line of its own: every push of a batch reads the step, and the orphans' counts above
-  // change at every call of a thread without a cache.
+  // have asked the allocator to return to the system (decay_mutex). On a line of its own: every
+  // push of a batch reads the step, and the orphans' counts above change at every call of a
+  // thread without a cache.
   alignas(64) detail::decay_schedule decay;
   detail::mutex decay_mutex;
   detail::atomic<std::uint64_t> decayed_bytes{0};

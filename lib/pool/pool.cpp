@@ -126,18 +126,38 @@ void release_slots(caller& k, const chain& ch) noexcept {
 
 // ---- the shared stacks ----------------------------------------------------------------------
 
-// Frees n buffers of class cls that the pool held, and gives back their places; counts them as
-// trimmed, or as `why` says.
-void free_held(caller& k, std::size_t cls, std::byte* const* items, std::uint32_t n,
-               detail::atomic<std::uint64_t> class_counts::*why = &class_counts::trimmed) noexcept {
-  if (n == 0) return;
-  for (std::uint32_t j = 0; j < n; ++j) detail::free_bytes(items[j]);
-  const std::uint64_t bytes = std::uint64_t{n} * k.c.class_size[cls];
+using freed_as = detail::atomic<std::uint64_t> class_counts::*;  // trimmed or decayed
+
+// n retained buffers of class cls, `bytes` in all, have been freed: counted as `why`, their
+// places given back.
+void count_freed(caller& k, std::size_t cls, std::size_t n, std::uint64_t bytes, freed_as why) noexcept {
   k.rec().add(&counters::bytes_out, bytes);
   k.count(cls, why, n);
   // Relaxed: a sum the decay steps read to learn whether to return pages; it publishes nothing.
   if (why == &class_counts::decayed) k.c.decayed_bytes.fetch_add(bytes, std::memory_order_relaxed);
   detail::unreserve(k.c, n);
+}
+
+// Frees n buffers of class cls that the pool held (count_freed).
+void free_held(caller& k, std::size_t cls, std::byte* const* items, std::uint32_t n,
+               freed_as why = &class_counts::trimmed) noexcept {
+  if (n == 0) return;
+  for (std::uint32_t j = 0; j < n; ++j) detail::free_bytes(items[j]);
+  count_freed(k, cls, n, std::uint64_t{n} * k.c.class_size[cls], why);
+}
+
+// Frees what free_some(shelves) picks of class cls's off-class shelf (answering how many and
+// their bytes), under shelf_mutex, and counts it (count_freed); answers the bytes.
+template <class F>
+std::size_t free_shelved(caller& k, std::size_t cls, F free_some, freed_as why) noexcept {
+  std::size_t count = 0, bytes = 0;
+  {
+    std::lock_guard lock(k.c.shelf_mutex);
+    std::tie(count, bytes) = free_some(k.c.off_class);
+    k.c.off_class_nonempty[cls].store(!k.c.off_class.empty(cls), std::memory_order_relaxed);  // under shelf_mutex
+  }
+  count_freed(k, cls, count, bytes, why);
+  return bytes;
 }
 
 // Copies items[from, from + n) of a slot this call holds to out.
@@ -147,8 +167,7 @@ void copy_items(const detail::slot& s, std::uint32_t from, std::uint32_t n, std:
 
 // Frees the buffers that a chain of class cls carries, which this call holds, and releases its
 // slots; counts them as free_held does.
-void free_chain(caller& k, std::size_t cls, const chain& ch,
-                detail::atomic<std::uint64_t> class_counts::*why = &class_counts::trimmed) noexcept {
+void free_chain(caller& k, std::size_t cls, const chain& ch, freed_as why = &class_counts::trimmed) noexcept {
   slot_index i = ch.first;
   for (std::uint32_t j = 0; j < ch.count; ++j) {
     const detail::slot& s = k.c.slots[i];
@@ -1079,19 +1098,11 @@ void pool::trim() noexcept {
   // Relacy checks of (P) (with this between them, no weakened ordering of (P) was reported).
   detail::catch_up_cpu_caches(c);
   drain_all(k);  // (S3)
-  std::size_t count = 0, bytes = 0;
-  {
-    std::lock_guard lock(c.shelf_mutex);
-    for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
-      const auto [n, b] = c.off_class.free_largest_of(cls, SIZE_MAX);
-      k.count(cls, &class_counts::trimmed, n);
-      count += n;
-      bytes += b;
-      c.off_class_nonempty[cls].store(false, std::memory_order_relaxed);
-    }
+  // Class by class: a switch to disabled restamped before this trim began, so a retire that
+  // shelves after one of these sections sees it off (retire_off_class).
+  for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
+    free_shelved(k, cls, [cls](detail::shelves& s) { return s.free_largest_of(cls, SIZE_MAX); }, &class_counts::trimmed);
   }
-  detail::unreserve(c, count);
-  k.rec().add(&counters::bytes_out, bytes);
   // (T3) release: a refill that finds no trim running (R2) finds the stacks emptied too.
   c.state.fetch_sub(detail::one_trim, std::memory_order_release);
   if (k.tc != nullptr) detail::bring_up_to_date(c, *k.tc);  // this thread's own cache, now
@@ -1120,16 +1131,8 @@ void pool::trim(double share) noexcept {
     // Relaxed: a hint, as a take reads it (core.hpp); an off-class buffer shelved meanwhile may
     // be missed, as by a take that overlaps its retire. shelf_mutex orders the shelf itself.
     if (freed >= target || !c.off_class_nonempty[cls].load(std::memory_order_relaxed)) continue;
-    std::size_t count = 0, bytes = 0;
-    {
-      std::lock_guard lock(c.shelf_mutex);
-      std::tie(count, bytes) = c.off_class.free_largest_of(cls, target - freed);
-      c.off_class_nonempty[cls].store(!c.off_class.empty(cls), std::memory_order_relaxed);  // under shelf_mutex
-    }
-    k.count(cls, &class_counts::trimmed, count);
-    detail::unreserve(c, count);
-    k.rec().add(&counters::bytes_out, bytes);
-    freed += bytes;
+    const std::size_t left = target - freed;
+    freed += free_shelved(k, cls, [cls, left](detail::shelves& s) { return s.free_largest_of(cls, left); }, &class_counts::trimmed);
   }
 }
 
@@ -1152,16 +1155,7 @@ bool pool::decay(std::chrono::steady_clock::time_point now) noexcept {
   for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
     // Relaxed: a hint, as trim(share) reads it; a buffer shelved meanwhile is young anyway.
     if (!c.off_class_nonempty[cls].load(std::memory_order_relaxed)) continue;
-    std::size_t count = 0, bytes = 0;
-    {
-      std::lock_guard shelf_lock(c.shelf_mutex);
-      std::tie(count, bytes) = c.off_class.free_stale_of(cls, step);
-      c.off_class_nonempty[cls].store(!c.off_class.empty(cls), std::memory_order_relaxed);  // under shelf_mutex
-    }
-    k.count(cls, &class_counts::decayed, count);
-    detail::unreserve(c, count);
-    k.rec().add(&counters::bytes_out, bytes);
-    c.decayed_bytes.fetch_add(bytes, std::memory_order_relaxed);  // as free_held's
+    free_shelved(k, cls, [cls, step](detail::shelves& s) { return s.free_stale_of(cls, step); }, &class_counts::decayed);
   }
   // release: the step's number (begin(), relaxed) to the caches that read this word (read_view).
   restamp(c, [](std::uint64_t w) { return w; }, std::memory_order_release);
