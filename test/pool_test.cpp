@@ -674,6 +674,34 @@ TEST_CASE_TEMPLATE("an off-class buffer serves every request up to its real capa
   CHECK_FALSE(p.take(1));
 }
 
+TEST_CASE_TEMPLATE("off-class retires that overlap set_enabled(false) leave nothing retained", P, POOLS) {
+  // docs/pool.md, CONTRACT: a retire that overlaps the switch leaves nothing retained once both
+  // have returned. Off-class buffers of many classes (shelved, never cached), so that a trim that
+  // frees the shelves class by class meets retires in classes it has passed and has not reached.
+  // A guard of the contract, not a sharp one: a trim that skipped a class on its "nonempty" hint
+  // lost a buffer in 2 of 12,000 rounds of the review's program, and in none of 15,000 here.
+  constexpr std::size_t sizes[] = {1000, 980, 70, 33, 130, 3000, 50000};
+  for (int round = 0; round < (sluice_test::sanitized ? 60 : 200); ++round) {
+    P p{pool_options{.bound = 256}};
+    std::atomic<bool> stop{false};
+    std::atomic<int> retires{0};
+    run_threads(4, [&](std::size_t t) {
+      if (t == 0) {  // once the others retire, at a point that moves from round to round
+        while (retires.load() < 30 + 7 * (round % 11)) std::this_thread::yield();
+        p.set_enabled(false);
+        stop.store(true);
+        return;
+      }
+      for (std::size_t i = t; !stop.load(); ++i) {
+        p.retire(buffer(sizes[i % std::size(sizes)]));
+        retires.fetch_add(1);
+      }
+    });
+    CHECK(p.retained() == 0);
+    CHECK(p.stats().retained_bytes == 0);
+  }
+}
+
 TEST_CASE_TEMPLATE("switching the pool off frees what it holds, and on again keeps anew", P, POOLS) {
   P p;
   for (int i = 0; i < 40; ++i) p.retire(p.acquire(2048));

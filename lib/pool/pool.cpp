@@ -156,7 +156,7 @@ std::size_t free_shelved(caller& k, std::size_t cls, F free_some, freed_as why) 
     std::tie(count, bytes) = free_some(k.c.off_class);
     k.c.off_class_nonempty[cls].store(!k.c.off_class.empty(cls), std::memory_order_relaxed);  // under shelf_mutex
   }
-  count_freed(k, cls, count, bytes, why);
+  if (count > 0) count_freed(k, cls, count, bytes, why);
   return bytes;
 }
 
@@ -1099,7 +1099,9 @@ void pool::trim() noexcept {
   detail::catch_up_cpu_caches(c);
   drain_all(k);  // (S3)
   // Class by class: a switch to disabled restamped before this trim began, so a retire that
-  // shelves after one of these sections sees it off (retire_off_class).
+  // shelves after one of these sections sees it off (retire_off_class). Every class's section is
+  // taken, never skipped on the off_class_nonempty hint (as trim(share) and decay may): a retire
+  // whose flag this trim missed would otherwise outlive set_enabled(false).
   for (std::size_t cls = 0; cls < c.classes.count(); ++cls) {
     free_shelved(k, cls, [cls](detail::shelves& s) { return s.free_largest_of(cls, SIZE_MAX); }, &class_counts::trimmed);
   }
