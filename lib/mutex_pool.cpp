@@ -124,10 +124,7 @@ bool mutex_pool::decay(std::chrono::steady_clock::time_point now) noexcept {
     const std::uint32_t step = s.decay.begin();
     for (std::size_t c = 0; c < s.classes.count(); ++c) {
       const auto [n, b] = s.shelves.free_stale_of(c, step);
-      s.rows[c].decayed += n;
-      s.stats.retained -= n;
-      s.stats.retained_bytes -= b;
-      freed += b;
+      freed += s.count_freed(c, n, b, &pool_class_stats::decayed);
     }
   }
   if (freed > 0) detail::return_free_pages();

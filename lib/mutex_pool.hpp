@@ -41,16 +41,22 @@ struct mutex_pool::state final : detail::fork_aware {
   std::vector<pool_class_stats> rows = std::vector<pool_class_stats>(classes.count() + 1);
   pool_class_stats& row_of_size(std::size_t n) { return rows[n <= classes.ceiling() ? classes.of(n) : classes.count()]; }
 
+  // Under mutex: n retained buffers of class c, b bytes in all, were freed, counted as `why`
+  // (trimmed or decayed); answers b.
+  std::size_t count_freed(std::size_t c, std::size_t n, std::size_t b, std::uint64_t pool_class_stats::*why) noexcept {
+    rows[c].*why += n;
+    stats.retained -= n;
+    stats.retained_bytes -= b;
+    return b;
+  }
+
   // Under mutex: frees buffers class by class, the largest first, until their bytes reach
   // `bytes` (trim and trim(share), as sluice::pool's).
   void free_largest(std::size_t bytes) noexcept {
     std::size_t freed = 0;
     for (std::size_t c = classes.count(); c-- > 0 && freed < bytes;) {
       const auto [n, b] = shelves.free_largest_of(c, bytes - freed);
-      rows[c].trimmed += n;
-      stats.retained -= n;
-      stats.retained_bytes -= b;
-      freed += b;
+      freed += count_freed(c, n, b, &pool_class_stats::trimmed);
     }
   }
 };

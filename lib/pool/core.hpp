@@ -94,10 +94,17 @@ struct alignas(64) class_counts {
   detail::atomic<std::uint64_t> hits{0}, misses{0}, fresh{0}, retired{0}, dropped_at_bound{0},
       dropped_over_ceiling{0}, dropped_off{0}, trimmed{0}, decayed{0};
 
+  // The counts, in the order of row_fields(): the fields of pool_class_stats they make.
   static constexpr auto fields() noexcept {
     return std::array{&class_counts::hits, &class_counts::misses, &class_counts::fresh, &class_counts::retired,
                       &class_counts::dropped_at_bound, &class_counts::dropped_over_ceiling,
                       &class_counts::dropped_off, &class_counts::trimmed, &class_counts::decayed};
+  }
+  static constexpr auto row_fields() noexcept {
+    return std::array{&pool_class_stats::hits, &pool_class_stats::misses, &pool_class_stats::fresh,
+                      &pool_class_stats::retired, &pool_class_stats::dropped_at_bound,
+                      &pool_class_stats::dropped_over_ceiling, &pool_class_stats::dropped_off,
+                      &pool_class_stats::trimmed, &pool_class_stats::decayed};
   }
   // Any thread's add (the core's rows).
   void add(detail::atomic<std::uint64_t> class_counts::*field, std::uint64_t n = 1) noexcept {
@@ -110,18 +117,10 @@ struct alignas(64) class_counts {
   }
   // Adds these counts to s's.
   void add_to(pool_class_stats& s) const noexcept {
-    const auto get = [this](auto field) { return (this->*field).load(std::memory_order_relaxed); };
-    s.hits += get(&class_counts::hits);
-    s.misses += get(&class_counts::misses);
-    s.fresh += get(&class_counts::fresh);
-    s.retired += get(&class_counts::retired);
-    s.dropped_at_bound += get(&class_counts::dropped_at_bound);
-    s.dropped_over_ceiling += get(&class_counts::dropped_over_ceiling);
-    s.dropped_off += get(&class_counts::dropped_off);
-    s.trimmed += get(&class_counts::trimmed);
-    s.decayed += get(&class_counts::decayed);
+    for (std::size_t i = 0; i < fields().size(); ++i) s.*row_fields()[i] += (this->*fields()[i]).load(std::memory_order_relaxed);
   }
 };
+static_assert(class_counts::fields().size() == class_counts::row_fields().size());
 
 // Which CPU cache the calls on each CPU use (docs/pool.md, THREAD CACHES): `count` caches, one
 // for each CPU the process may run on, at most `most` of them; the allowed CPUs take the caches in

@@ -604,15 +604,7 @@ void retire_any(core& c, held h) noexcept {
 
 // Adds d's counts to into's.
 void accumulate(pool_class_stats& into, const pool_class_stats& d) noexcept {
-  into.hits += d.hits;
-  into.misses += d.misses;
-  into.fresh += d.fresh;
-  into.retired += d.retired;
-  into.dropped_at_bound += d.dropped_at_bound;
-  into.dropped_over_ceiling += d.dropped_over_ceiling;
-  into.dropped_off += d.dropped_off;
-  into.trimmed += d.trimmed;
-  into.decayed += d.decayed;
+  for (auto field : class_counts::row_fields()) into.*field += d.*field;
 }
 
 // Every class row's counts, passed to f(row, counts) part by part: the core's rows, and what each
@@ -771,6 +763,8 @@ std::uint32_t flush(caller& k, std::size_t cls, magazine& m, std::uint32_t n) no
 // come after a catch-up. Its spare places stay.
 void decay_magazines(caller& k, std::uint32_t step) noexcept {
   cache& tc = *k.tc;
+  // Relaxed: the magazines' fields are their user's own writes (a CPU cache's: its previous
+  // holders', ordered by its lock, L1 and L2 in cpu_caches.cpp).
   tc.for_each_magazine([&](std::size_t cls, magazine& m) {
     cache::use_seen& seen = tc.seen[cls];
     const std::uint64_t uses = m.takes.load(std::memory_order_relaxed) + m.retires.load(std::memory_order_relaxed);
