@@ -71,6 +71,27 @@ TEST_CASE_TEMPLATE("take answers the smallest that fits", P, POOLS) {
   CHECK(second.capacity() == 5000);
 }
 
+TEST_CASE_TEMPLATE("a take looks past every class that holds nothing, to the one that holds a buffer wherever it is kept", P, POOLS) {
+  // 100 bytes, and one buffer some forty classes up: in the calling thread's cache, on the shared
+  // stack (another thread's, moved there at its exit), on an off-class shelf (60000 is no class's
+  // size). The classes between were never used, which the general path passes without a look.
+  {
+    P p;
+    p.retire(buffer(65536));
+    CHECK(p.take(100).capacity() == 65536);
+  }
+  {
+    P p;
+    std::thread([&] { p.retire(buffer(65536)); }).join();
+    CHECK(p.take(100).capacity() == 65536);
+  }
+  {
+    P p;
+    std::thread([&] { p.retire(buffer(60000)); }).join();
+    CHECK(p.take(100).capacity() == 60000);
+  }
+}
+
 TEST_CASE_TEMPLATE("the ceiling refuses the oversized", P, POOLS) {
   P p;
   CHECK_FALSE(p.take(ceiling + 1));

@@ -160,6 +160,12 @@ struct cache {
   magazine* find(std::size_t cls, std::memory_order order = std::memory_order_relaxed) const noexcept {
     return magazines[cls].load(order);
   }
+  // Whether install() has made class cls's magazine: its bit, on one line with every other
+  // class's, where the magazine table takes a line for every eight. Exact for the cache's user
+  // (its own writes, or the previous holder's under a CPU cache's lock).
+  bool has_made(std::size_t cls) const noexcept {
+    return (made[cls / 64].load(std::memory_order_relaxed) >> cls % 64 & 1) != 0;
+  }
   void install(std::size_t cls, magazine* m) noexcept {
     // The class's bit first. A reader that comes after this install (its thread, the CPU
     // cache's next holder, admin_mutex) sees both; one that races may miss either, as it could
@@ -329,6 +335,11 @@ struct pool_core final : fork_aware {
   alignas(64) detail::atomic<std::size_t> seat_places{0};
 
   std::unique_ptr<detail::tagged_stack[]> stacks;  // per class; freed by ~pool
+  // The classes that a shared stack, a CPU cache or an off-class shelf has ever held: bit
+  // cls % 64 of word cls / 64, set before a publish pushes, before a CPU cache's magazine is made
+  // and before a buffer is shelved, never cleared (see stocked_ever). Relaxed: a hint, as a stack's looks_empty is. A line of its own, read by
+  // every look and written about once a class.
+  alignas(64) std::array<detail::atomic<std::uint64_t>, (class_count_max + 63) / 64> stocked{};
   // Per class, the tag that the latest drain of its stack left on the head (chain::tag), written
   // under drain_mutex, so that overlapping trims' drains come one at a time: a take that popped a
   // slot while a trim ran, and finds it ended, learns from it whether the drain came after its pop
@@ -413,6 +424,21 @@ struct recorder {
 // The call in progress and what it acts under: the pool's core, the cache it uses (the calling
 // thread's, a CPU cache it holds, or null: the thread has none, because it is exiting or none
 // could be made), and the state word it read.
+// Whether a shared stack, a CPU cache or an off-class shelf has ever held class cls
+// (pool_core::stocked). A take that looks past its class asks it at each class before the
+// class's stack, shelf and the CPU caches: where traffic uses a dozen of the pool's classes, a
+// look across those between them reads this one line instead of a stack's line, a shelf flag's
+// and each CPU cache's for every class (after a large frame was written, each a miss). A take
+// that comes after a publish, a shelving or a CPU cache's first retire of the class sees its
+// bit, since the bit comes before them; one that races it may miss the buffer, as SCAN allows.
+inline bool stocked_ever(const pool_core& c, std::size_t cls) noexcept {
+  return (c.stocked[cls / 64].load(std::memory_order_relaxed) >> cls % 64 & 1) != 0;
+}
+// Sets class cls's bit: read first, so that a class marked once costs no write to the line.
+inline void mark_stocked(pool_core& c, std::size_t cls) noexcept {
+  if (!stocked_ever(c, cls)) c.stocked[cls / 64].fetch_or(std::uint64_t{1} << cls % 64, std::memory_order_relaxed);
+}
+
 struct caller {
   pool_core& c;
   cache* tc;

@@ -96,7 +96,7 @@ cpu_cache_hold::~cpu_cache_hold() {
 }
 
 std::byte* take_from_cpu_caches(caller& k, std::size_t cls) noexcept {
-  if (!may_use(k)) return nullptr;
+  if (!stocked_ever(k.c, cls) || !may_use(k)) return nullptr;
   for (std::uint32_t i = 0; i < k.c.cpus.count; ++i) {
     cache& cc = *k.c.cpu_caches[i];
     if (&cc == k.tc || !holds_one(cc, cls) || !try_hold(cc)) continue;

@@ -179,6 +179,11 @@ void free_chain(caller& k, std::size_t cls, const chain& ch, freed_as why = &cla
   release_slots(k, ch);
 }
 
+// Whether class cls's stack looked empty: never pushed onto (stocked_ever), or empty now.
+bool stack_looks_empty(const caller& k, std::size_t cls) noexcept {
+  return !detail::stocked_ever(k.c, cls) || k.c.stacks[cls].looks_empty();
+}
+
 // Empties every class's stack, freeing its buffers, and marks on each where its drain left the
 // head (drain_marks). Under drain_mutex, so that each mark is the latest drain's.
 void drain_all(caller& k) noexcept {
@@ -196,7 +201,7 @@ void drain_all(caller& k) noexcept {
 // Under drain_mutex, so that a trim's drain and a fork's prepare come wholly before or after it.
 // Takes that overlap it find the stack empty for that moment, as during a drain.
 void decay_stack(caller& k, std::size_t cls, std::uint32_t step) noexcept {
-  if (k.c.stacks[cls].looks_empty()) return;
+  if (stack_looks_empty(k, cls)) return;
   std::lock_guard lock(k.c.drain_mutex);
   const chain got = k.c.stacks[cls].pop_all(k.c.slots);  // (S3)
   chain keep, gone;
@@ -240,6 +245,7 @@ bool same_generation(const caller& k) noexcept {
 // a switch to disabled must keep out (a trim alone may be overtaken: the retire then counts as
 // coming after it). Answers whether it pushed; if not, the caller still holds the chain.
 bool publish(caller& k, std::size_t cls, const chain& ch, bool earlier) noexcept {
+  detail::mark_stocked(k.c, cls);  // before the push: stocked_ever
   if (k.tc == nullptr) {
     assert(!earlier);  // only a cache flushes
     // (O): trim takes orphan_mutex once after its stamp; this section comes wholly before that
@@ -322,6 +328,7 @@ magazine* magazine_for(caller& k, std::size_t cls) noexcept {
   if (m == nullptr) return nullptr;
   m->capacity = k.c.class_size[cls];
   m->limit = std::min(2 * detail::magazine_batch(m->capacity), k.c.cache_places);
+  if (k.tc->owner == detail::cache::kind::cpu) detail::mark_stocked(k.c, cls);  // stocked_ever
   k.tc->install(cls, m);
   aim_view(k, cls);
   return m;
@@ -402,7 +409,7 @@ std::uint32_t take_from_stack(caller& k, std::size_t cls, std::byte** out, std::
 // with them and stand in for the magazine's spare ones. Leaves it empty while a trim runs or the
 // cache is behind.
 void refill(caller& k, std::size_t cls, magazine& m) noexcept {
-  if (k.c.stacks[cls].looks_empty()) return;
+  if (stack_looks_empty(k, cls)) return;
   // The batch brings its own places: the magazine's spare ones go loose, and loose ones the
   // cache then has no room for go back to the shared counter. As many as the cache has places
   // for, up to a batch: a refill never pushes other classes out (a retire does, displace()),
@@ -460,11 +467,11 @@ void catch_up_own(core& c) noexcept {
 // bypassed the magazine (one through it counts itself: sluice/detail/pool_cache.hpp).
 std::byte* take_on_class(caller& k, std::size_t cls) noexcept {
   // A miss on a class never seen here makes no magazine: only a refill needs one.
-  if (k.caches() && k.tc->find(cls) == nullptr && k.c.stacks[cls].looks_empty()) return nullptr;
+  if (k.caches() && !k.tc->has_made(cls) && stack_looks_empty(k, cls)) return nullptr;
   if (magazine* m = magazine_for(k, cls)) {
     if (m->count.load(std::memory_order_relaxed) == 0) refill(k, cls, *m);
     if (const std::uint64_t n = m->count.load(std::memory_order_relaxed); n > 0) return detail::pop_from(*m, n);
-    if (k.c.stacks[cls].looks_empty()) return nullptr;  // else the cache had no room: pop one
+    if (stack_looks_empty(k, cls)) return nullptr;  // else the cache had no room: pop one
   }
   std::byte* data = nullptr;
   if (take_from_stack(k, cls, &data, 1, /*into_cache=*/false) == 0) return nullptr;
@@ -526,6 +533,7 @@ bool retire_off_class(caller& k, std::size_t cls, held h) noexcept {
     if (enabled_in(k.c.state.load(std::memory_order_relaxed))) {
       try {
         const bool first = k.c.off_class.empty(cls);
+        detail::mark_stocked(k.c, cls);  // before the shelf holds it: stocked_ever
         k.c.off_class.put(cls, h, k.c.decay.steps());
         k.c.off_class_nonempty[cls].store(true, std::memory_order_relaxed);
         // The class's first shelved buffer: every thread's front must stop answering the class
@@ -555,6 +563,9 @@ held take_any(core& c, std::size_t size, bool exact) {
     detail::cpu_cache_hold cpu(k);  // a thread whose cache has no seat uses its CPU's
     if (enabled_in(k.state)) {
       for (std::size_t cls = first; cls < end && found.data == nullptr; ++cls) {
+        // Nothing to look at: no stack, CPU cache or shelf has held the class, and this thread's
+        // cache has no magazine of it. A take that looks past its class passes most classes so.
+        if (!detail::stocked_ever(c, cls) && !(k.caches() && k.tc->has_made(cls))) continue;
         // Within a class, off-class buffers are the smaller: look at them first.
         if (!exact && c.off_class_nonempty[cls].load(std::memory_order_relaxed)) {
           if (const auto h = take_off_class(k, cls, size)) {
