@@ -337,8 +337,8 @@ struct pool_core final : fork_aware {
   std::unique_ptr<detail::tagged_stack[]> stacks;  // per class; freed by ~pool
   // The classes that a shared stack, a CPU cache or an off-class shelf has ever held: bit
   // cls % 64 of word cls / 64, set before a publish pushes, before a CPU cache's magazine is made
-  // and before a buffer is shelved, never cleared (see stocked_ever). Relaxed: a hint, as a stack's looks_empty is. A line of its own, read by
-  // every look and written about once a class.
+  // and before a buffer is shelved, never cleared (see stocked_ever). Relaxed: a hint, as a
+  // stack's looks_empty is. A line of its own, read by every look and written about once a class.
   alignas(64) std::array<detail::atomic<std::uint64_t>, (class_count_max + 63) / 64> stocked{};
   // Per class, the tag that the latest drain of its stack left on the head (chain::tag), written
   // under drain_mutex, so that overlapping trims' drains come one at a time: a take that popped a
@@ -421,9 +421,6 @@ struct recorder {
   }
 };
 
-// The call in progress and what it acts under: the pool's core, the cache it uses (the calling
-// thread's, a CPU cache it holds, or null: the thread has none, because it is exiting or none
-// could be made), and the state word it read.
 // Whether a shared stack, a CPU cache or an off-class shelf has ever held class cls
 // (pool_core::stocked). A take that looks past its class asks it at each class before the
 // class's stack, shelf and the CPU caches: where traffic uses a dozen of the pool's classes, a
@@ -439,6 +436,9 @@ inline void mark_stocked(pool_core& c, std::size_t cls) noexcept {
   if (!stocked_ever(c, cls)) c.stocked[cls / 64].fetch_or(std::uint64_t{1} << cls % 64, std::memory_order_relaxed);
 }
 
+// The call in progress and what it acts under: the pool's core, the cache it uses (the calling
+// thread's, a CPU cache it holds, or null: the thread has none, because it is exiting or none
+// could be made), and the state word it read.
 struct caller {
   pool_core& c;
   cache* tc;
