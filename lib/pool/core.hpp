@@ -143,6 +143,14 @@ cpu_map map_cpus(const cpu_set_t* allowed, std::size_t bytes, std::uint32_t most
 // cannot be read.
 cpu_map map_this_process(std::uint32_t most);
 
+// A bit per class, bit cls % 64 of word cls / 64: a cache's classes with a magazine, the core's
+// classes held outside the thread caches. Every class's bit on one line.
+using class_bits = std::array<detail::atomic<std::uint64_t>, (class_count_max + 63) / 64>;
+// Whether class cls's bit is set. Relaxed: each set of bits says what orders it.
+inline bool bit_of(const class_bits& bits, std::size_t cls) noexcept {
+  return (bits[cls / 64].load(std::memory_order_relaxed) >> cls % 64 & 1) != 0;
+}
+
 struct cache {
   enum class kind : std::uint8_t { thread, cpu };
 
@@ -163,9 +171,7 @@ struct cache {
   // Whether install() has made class cls's magazine: its bit, on one line with every other
   // class's, where the magazine table takes a line for every eight. Exact for the cache's user
   // (its own writes, or the previous holder's under a CPU cache's lock).
-  bool has_made(std::size_t cls) const noexcept {
-    return (made[cls / 64].load(std::memory_order_relaxed) >> cls % 64 & 1) != 0;
-  }
+  bool has_made(std::size_t cls) const noexcept { return bit_of(made, cls); }
   void install(std::size_t cls, magazine* m) noexcept {
     // The class's bit first. A reader that comes after this install (its thread, the CPU
     // cache's next holder, admin_mutex) sees both; one that races may miss either, as it could
@@ -285,7 +291,7 @@ struct cache {
   // before the pointer, never cleared (a bit without a magazine, which a fork can leave, is
   // skipped). One writer at a time, the cache's user; relaxed, since a reader that must see a
   // magazine comes after its install, and so sees its bit.
-  std::array<detail::atomic<std::uint64_t>, (class_count_max + 63) / 64> made{};
+  class_bits made{};
 };
 
 struct pool_core final : fork_aware {
@@ -339,7 +345,7 @@ struct pool_core final : fork_aware {
   // cls % 64 of word cls / 64, set before a publish pushes, before a CPU cache's magazine is made
   // and before a buffer is shelved, never cleared (see stocked_ever). Relaxed: a hint, as a
   // stack's looks_empty is. A line of its own, read by every look and written about once a class.
-  alignas(64) std::array<detail::atomic<std::uint64_t>, (class_count_max + 63) / 64> stocked{};
+  alignas(64) class_bits stocked{};
   // Per class, the tag that the latest drain of its stack left on the head (chain::tag), written
   // under drain_mutex, so that overlapping trims' drains come one at a time: a take that popped a
   // slot while a trim ran, and finds it ended, learns from it whether the drain came after its pop
@@ -428,10 +434,11 @@ struct recorder {
 // and each CPU cache's for every class (after a large frame was written, each a miss). A take
 // that comes after a publish, a shelving or a CPU cache's first retire of the class sees its
 // bit, since the bit comes before them; one that races it may miss the buffer, as SCAN allows.
-inline bool stocked_ever(const pool_core& c, std::size_t cls) noexcept {
-  return (c.stocked[cls / 64].load(std::memory_order_relaxed) >> cls % 64 & 1) != 0;
-}
+inline bool stocked_ever(const pool_core& c, std::size_t cls) noexcept { return bit_of(c.stocked, cls); }
 // Sets class cls's bit: read first, so that a class marked once costs no write to the line.
+// Relaxed: it synchronizes with nothing itself. The push (a release), the shelf's mutex or the
+// magazine's install (a release) that comes after it in its thread carries it to whoever finds
+// what they publish; a take that happens-after them reads it by coherence.
 inline void mark_stocked(pool_core& c, std::size_t cls) noexcept {
   if (!stocked_ever(c, cls)) c.stocked[cls / 64].fetch_or(std::uint64_t{1} << cls % 64, std::memory_order_relaxed);
 }
