@@ -210,9 +210,11 @@ def test_steps_race_other_threads_traffic(make):
     """Threads take and retire while the main thread steps decay (with the GIL released): the counts
     stay whole, and once the traffic ends two steps free what it left."""
     p = make(bound=256, ceiling=CEILING, decay=HOUR)
-    # A buffer of a class the traffic never uses, kept (in this thread's cache, or shared) before
-    # the traffic starts: the second step frees it, however the traffic is scheduled.
-    p.retire(fresh.acquire(64 << 10))
+    # A buffer of a class below every size the traffic asks for, kept (in this thread's cache, or
+    # shared) before the traffic starts: a take looks at its own class and larger ones only, so no
+    # take reaches it (a 64 KiB one was: acquire(5000) looked past its empty class to it), and the
+    # second step frees it, however the traffic is scheduled.
+    p.retire(fresh.acquire(64))
     assert p.retained == 1
     stop = threading.Event()
 
@@ -250,4 +252,4 @@ def test_steps_race_other_threads_traffic(make):
         assert p.decay(now=now) is True
         time.sleep(0.01)
     rows = check_rows(p)
-    assert row(rows, 64 << 10).decayed == 1
+    assert row(rows, 64).decayed == 1
