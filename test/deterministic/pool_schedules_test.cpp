@@ -736,3 +736,61 @@ TEST_CASE("a fork while a call is stopped anywhere inside a take or retire waits
             << " switch points, a fork and a whole child each time (" << steps << " steps)");
   }
 }
+
+// A fork at every switch point of G's retires and exit (pushes onto the stacks, a shelving, CPU
+// caches' first magazines): the child must find, by take(100) alone, every buffer it can reach
+// (stats().retained counts exactly those after the fork), so no class that holds one has its
+// bit clear in the pool's line of classes held (docs/pool.md, FAST PATH). The mark moved after
+// the push fails it. Under the sanitizers, every third switch point (a fork costs them 60 ms).
+TEST_CASE("a fork anywhere in a push, a shelving or a CPU cache's first magazine leaves no buffer the child's takes pass") {
+  REQUIRE(child_detaches);
+  const std::uint64_t stride = sluice_test::sanitized ? 3 : 1;
+  for (const int mode : {0, 1, 2}) {  // seated, through a CPU cache, caches off
+    CAPTURE(mode);
+    const bool seated = mode != 1;
+    std::uint64_t forks = 0, waited_for = 0;
+    for (std::uint64_t k = 1;; k += stride) {
+      CAPTURE(k);
+      sluice::pool p{pool_options{.bound = 64, .thread_cache = mode != 2}};
+      std::optional<seat_holders> holders;
+      if (!seated) holders.emplace(p, 4);
+      bool armed = false, g_done = false, f_done = false;
+      int status = -1;
+      stop_under_trim stop{0, 1, k, armed, [&] { return f_done; }};
+      scheduler::run(
+          {[&] {
+             (void)p.take(1 << 30);  // its first call
+             armed = true;
+             p.retire(buffer(65536));
+             p.retire(buffer(60000));  // a shelf
+             for (int i = 0; i < 6; ++i) p.retire(buffer(4096));  // a full magazine flushes (publish)
+             exit_thread();            // a seated cache's flush (publish)
+             armed = false;
+             g_done = true;
+           },
+           [&] {
+             scheduler::wait_until([&] { return stop.stopped || g_done; });
+             const pid_t pid = fork();
+             if (pid == 0) {
+               alarm(10);
+               const std::size_t reach = p.stats().retained;
+               std::size_t got = 0;
+               while (p.take(100)) ++got;
+               _exit(got == reach && p.stats().retained == 0 ? 0 : 10 + static_cast<int>(reach - got));
+             }
+             if (pid > 0) waitpid(pid, &status, 0);
+             f_done = true;
+           }},
+          [&](const moment& m) { return stop.pick(m); });
+      if (!stop.reached) break;
+      ++forks;
+      if (stop.stuck) ++waited_for;  // G held a mutex the fork takes: it ran on, then the fork
+      CAPTURE(stop.stuck);
+      CAPTURE((WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+      CHECK(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) == 0);
+    }
+    CHECK(forks > 0);
+    MESSAGE("mode " << mode << ": " << forks << " forks, " << waited_for << " after G let go of a mutex");
+  }
+}

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <latch>
 #include <memory>
 #include <random>
 #include <thread>
@@ -93,15 +94,21 @@ class scheduler {
     cpu_set_t one_cpu;
     CPU_ZERO(&one_cpu);
     CPU_SET(sched_getcpu() < 0 ? 0 : sched_getcpu(), &one_cpu);
+    // A thread whose body has finished stays until every body has: its exit (thread-local
+    // destructors, a sanitizer's own teardown, which takes the sanitizer's allocator locks) must
+    // not run beside scheduled steps. A fork beside it would copy those locks held into a child
+    // that then waits on them for good.
+    std::latch finished(static_cast<std::ptrdiff_t>(bodies.size()));
     std::vector<std::thread> threads;
     for (std::size_t i = 0; i < bodies.size(); ++i) {
-      threads.emplace_back([&s, &bodies, &one_cpu, i] {
+      threads.emplace_back([&s, &bodies, &one_cpu, &finished, i] {
         sched_setaffinity(0, sizeof one_cpu, &one_cpu);  // best effort: a refusal costs only time
         me = i;
         s.turns_[i].wait();
         bodies[i]();
         s.finish(i);
         me = none;
+        finished.arrive_and_wait();
       });
     }
     s.hand_on();
