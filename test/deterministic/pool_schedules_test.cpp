@@ -737,12 +737,12 @@ TEST_CASE("a fork while a call is stopped anywhere inside a take or retire waits
   }
 }
 
-// A fork at every switch point of G's retires and exit (pushes onto the stacks, a shelving, CPU
+// A fork at switch points of G's retires and exit (pushes onto the stacks, a shelving, CPU
 // caches' first magazines): the child must find, by take(100) alone, every buffer it can reach
 // (stats().retained counts exactly those after the fork), so no class that holds one has its
-// bit clear in the pool's line of classes held (docs/pool.md, FAST PATH). The mark moved after
-// the push fails it, at pairs of adjacent switch points. Every second switch point, which stops
-// in every window of two or more (each run replays all of G's, so the whole sweep is quadratic).
+// bit clear in the pool's line of classes held (docs/pool.md, FAST PATH). At every second point:
+// each run replays all of G's, so the sweep is quadratic, and a misplaced mark opens windows of
+// two adjacent points or more (the mark moved after the push fails it in three such windows).
 TEST_CASE("a fork anywhere in a push, a shelving or a CPU cache's first magazine leaves no buffer the child's takes pass") {
   REQUIRE(child_detaches);
   const std::uint64_t stride = 2;
