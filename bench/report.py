@@ -19,7 +19,14 @@ count: the times, the times against the baseline (the variant whose name starts 
 and against the family's anchor (ANCHORS: what one would use without sluice). Every ratio
 'A vs B' is B's time / A's time: above 1.00x A is faster, below 1.00x A is slower. A last line
 names every cell where sluice's own variant (the family's first word: 'pool', 'gate') is slower
-than some other variant.
+than some rival (a variant that is not one of sluice's: gate_permit is not a rival of gate, nor
+pool of pool_resource). A benchmark's own arguments (gate.serve's work_loops:256) make a family of
+their own, and a benchmark that counts ns_per_admission is timed by it.
+
+Repetitions (--benchmark_repetitions=R): a time is the median of the R runs with their range
+beside it, a counter and a ratio are of the medians, and a cell counts as won only where sluice's
+variant is faster in every run (run k against the other's run k): the last line names the cells
+it loses on the medians, and apart from them those it wins on the medians but not in every run.
 
 Usage: python3 bench/report.py [--markdown PATH] [--svg PATH] [--threads-svg PATH] RESULT.json [...]
 """
@@ -31,7 +38,10 @@ from collections import defaultdict
 ANCHORS = {"gate.note_pair": "bare_atomic", "gate.admit_pair": "counting_semaphore"}
 ANCHOR_BY_PREFIX = {"pool.": "malloc", "pool_resource.": "pmr_sync", "asio.": "channel"}
 ITERATIONS_PER_PAIR = {"pool.flow.": 2}  # producer and consumer each count one iteration
-NAME = re.compile(r"^(?P<family>[^/]+)/(?P<variant>[^/]+)/.*threads:(?P<threads>\d+)")
+NAME = re.compile(r"^(?P<family>[^/]+)/(?P<variant>[^/]+)/(?P<rest>.*)")
+THREADS = re.compile(r"(^|/)threads:(?P<threads>\d+)")
+# Name parts that are not a benchmark's argument.
+NOT_ARGUMENTS = re.compile(r"^(real_time|manual_time|iterations:\d+|threads:\d+)$")
 SCALE = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 PATTERNS = ("pool.handoff", "pool.own", "pool.churn", "pool.idle")
 # The patterns' counters: (key in the JSON, table title, format).
@@ -47,29 +57,46 @@ def anchor_of(family):
     return ANCHORS.get(family) or by_prefix(ANCHOR_BY_PREFIX, family)
 
 
+def median(values):
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def load(paths):
-    """family -> {(variant, threads): ns per pair}, counter -> family -> {(variant, threads):
-    value} (the patterns' counters), and each file's context."""
-    runs = defaultdict(dict)
-    counters = defaultdict(lambda: defaultdict(dict))
+    """family -> {(variant, threads): [ns per pair, one per repetition]}, counter -> family ->
+    {(variant, threads): [value, ...]} (the patterns' counters), and each file's context."""
+    runs = defaultdict(lambda: defaultdict(list))
+    counters = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     contexts = []
-    for path in paths:
+    order = {}  # family -> where its first benchmark was registered: (file, family_index)
+    for file_no, path in enumerate(paths):
         with open(path) as f:
             data = json.load(f)
         contexts.append(data.get("context", {}))
         for b in data["benchmarks"]:
             m = NAME.match(b["name"])
-            if not m or b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
+            t = THREADS.search(m["rest"]) if m else None
+            if not t or b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
                 continue
-            family = m["family"]
-            ns = b["real_time"] * SCALE[b.get("time_unit", "ns")]
-            key = (m["variant"], int(m["threads"]))
+            # A benchmark's own arguments (gate.serve's work_loops:256) make a family of their own.
+            family = "/".join([m["family"]] + [a for a in m["rest"].split("/") if not NOT_ARGUMENTS.match(a)])
+            # gate.serve times an iteration of many admissions and counts the time of one.
+            ns = b["ns_per_admission"] if "ns_per_admission" in b else b["real_time"] * SCALE[b.get("time_unit", "ns")]
+            key = (m["variant"], int(t["threads"]))
+            # Random interleaving shuffles the runs: the tables follow the registration order.
+            order[family] = min(order.get(family, (file_no, b.get("family_index", 0))), (file_no, b.get("family_index", 0)))
             # asio_bench's iteration is a batch of pairs, which it counts in the JSON.
-            runs[family][key] = ns * by_prefix(ITERATIONS_PER_PAIR, family, 1) / b.get("pairs_per_iteration", 1)
+            runs[family][key].append(ns * by_prefix(ITERATIONS_PER_PAIR, family, 1) / b.get("pairs_per_iteration", 1))
             for counter, _, _ in COUNTERS:
                 if counter in b:
-                    counters[counter][family][key] = b[counter]
+                    counters[counter][family][key].append(b[counter])
+    runs = {f: runs[f] for f in sorted(runs, key=order.get)}
     return runs, counters, contexts
+
+
+def medians(cells):
+    return {k: median(v) for k, v in cells.items()}
 
 
 def speedup(cells, a, b, t):
@@ -93,7 +120,8 @@ def variants_of(family, cells):
     return sorted(variants, key=lambda v: v != subject)
 
 
-def family_report(family, cells, counters):
+def family_report(family, runs_of_cells, counters):
+    cells = medians(runs_of_cells)
     variants = variants_of(family, cells)
     threads = sorted({t for _, t in cells})
     base = next((v for v in variants if v.startswith("mutex_")), None)
@@ -101,7 +129,11 @@ def family_report(family, cells, counters):
     anchor = anchor if anchor in variants else None
 
     def ns(v, t):
-        return f"{cells[(v, t)]:.1f}" if (v, t) in cells else "–"
+        if (v, t) not in cells:
+            return "–"
+        runs = runs_of_cells[(v, t)]
+        spread = f" ({min(runs):.1f}–{max(runs):.1f})" if len(runs) > 1 else ""
+        return f"{cells[(v, t)]:.1f}{spread}"
 
     lines = grid("ns per block" if family in PATTERNS else "ns per pair", variants, threads, ns)
     for counter, title, fmt in COUNTERS:
@@ -109,7 +141,7 @@ def family_report(family, cells, counters):
         if values:
             rows = [v for v in variants if any((v, t) in values for t in threads)]
             lines += [""] + grid(title, rows, threads,
-                                 lambda v, t, vs=values, f=fmt: f.format(vs[(v, t)]) if (v, t) in vs else "–")
+                                 lambda v, t, vs=values, f=fmt: f.format(median(vs[(v, t)])) if (v, t) in vs else "–")
     for ref in (base, anchor):
         if ref:
             others = [v for v in variants if v != ref]
@@ -117,18 +149,28 @@ def family_report(family, cells, counters):
 
     subject = family.split(".")[0]
     if subject in variants:
-        losses = []
+        # sluice's other variants of the call (gate_permit, pool_uncached, pool under pool_resource)
+        # are not rivals.
+        rivals = [v for v in variants if v.split("_")[0] != subject.split("_")[0]]
+        losses, contested = [], []
         for t in threads:
             if (subject, t) not in cells:
                 continue
-            faster = sorted((cells[(v, t)], v) for v in variants
-                            if v != subject and (v, t) in cells and cells[(v, t)] < cells[(subject, t)])
-            if faster:
-                losses.append(f"at {t} thr to " + ", ".join(
-                    f"{v} ({x:.1f} vs {cells[(subject, t)]:.1f} ns)" for x, v in faster))
+            own = cells[(subject, t)]
+            others = [v for v in rivals if (v, t) in cells]
+            faster = sorted((cells[(v, t)], v) for v in others if cells[(v, t)] < own)
+            # Ahead on the medians, but some run k of the other beat the subject's run k.
+            close = sorted((cells[(v, t)], v) for v in others if cells[(v, t)] >= own and any(
+                o < s for o, s in zip(runs_of_cells[(v, t)], runs_of_cells[(subject, t)])))
+            for found, out in ((faster, losses), (close, contested)):
+                if found:
+                    out.append(f"at {t} thr to " + ", ".join(f"{v} ({x:.1f} vs {own:.1f} ns)" for x, v in found))
         lines.append("")
         lines.append(f"Where `{subject}` loses: " + ("; ".join(losses) + "." if losses
                                                     else f"nowhere; `{subject}` is fastest in every cell."))
+        if contested:
+            lines.append("")
+            lines.append(f"Where `{subject}` wins the median but not every run: " + "; ".join(contested) + ".")
     return lines
 
 
@@ -141,6 +183,10 @@ def report(runs, counters, contexts):
              "of throughput; pool.flow counts a frame, acquired by the producer and retired by the "
              "consumer, as one pair; pool_resource.strings, one build and drop of its vector of strings). 'vs B' tables give B's time / the row's time: above 1.00x "
              "the row is faster than B."]
+    repetitions = max((len(v) for cells in runs.values() for v in cells.values()), default=1)
+    if repetitions > 1:
+        lines += ["", f"Each time is the median of {repetitions} runs, interleaved at random, with their range "
+                      "beside it; ratios and counters are of the medians."]
     runs_of = []
     for ctx in contexts:
         facts = []
@@ -178,12 +224,13 @@ def plot(runs, path, counters=None):
     rows = (len(families) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), squeeze=False)
     colors = {}  # one colour per variant across the panels of each kind (pool., gate.)
-    for family, cells in runs.items():
+    for family, cell_runs in runs.items():
         kind = family.split(".")[0]
-        for v in variants_of(family, cells):
+        for v in variants_of(family, cell_runs):
             if (kind, v) not in colors:
                 colors[(kind, v)] = plt.get_cmap("tab10")(sum(k == kind for k, _ in colors) % 10)
-    for ax, (family, cells, ylabel, log) in zip(axes.flat, panels):
+    for ax, (family, cell_runs, ylabel, log) in zip(axes.flat, panels):
+        cells = medians(cell_runs)
         threads = sorted({t for _, t in cells})
         for v in variants_of(family, cells):
             ts = [t for t in threads if (v, t) in cells]

@@ -7,8 +7,10 @@
 #   SLUICE_BENCH_THREADS   thread counts, default 1,2,4,8
 #   SLUICE_BENCH_PATTERN_THREADS  the many-thread patterns' thread counts, default 1,2,8,64,512
 #   SLUICE_BENCH_PATTERN_BUFFERS  blocks each pattern's run takes, default 1000000
-#   SLUICE_BENCH_MIN_TIME  seconds per benchmark and thread count, default 0.5 (about three
-#                          minutes in all on a 2-core machine)
+#   SLUICE_BENCH_MIN_TIME  seconds per benchmark and thread count, default 0.2
+#   SLUICE_BENCH_REPETITIONS  runs of each cell, interleaved at random, default 3: the tables give
+#                          each cell's median and range, and count a cell won only where it wins
+#                          every run (about 7 minutes in all on the project's 2-core VM)
 # An allocator whose package is missing is skipped with a line saying so; nothing else is.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,8 @@ scripts/deps.sh bench || echo "bench: could not install every package; going on 
 
 dir=build-bench
 out=docs/bench
-min_time=${SLUICE_BENCH_MIN_TIME:-0.5}
+min_time=${SLUICE_BENCH_MIN_TIME:-0.2}
+repetitions=${SLUICE_BENCH_REPETITIONS:-3}
 export SLUICE_BENCH_THREADS=${SLUICE_BENCH_THREADS:-1,2,4,8}
 
 mkdir -p "$dir"
@@ -35,7 +38,7 @@ runs=("pool_bench libboost-dev" "alloc_bench_mimalloc libmimalloc-dev"
 status=0
 results=()
 start=$SECONDS
-echo "bench: threads $SLUICE_BENCH_THREADS, min time ${min_time}s per benchmark"
+echo "bench: threads $SLUICE_BENCH_THREADS, min time ${min_time}s per benchmark, $repetitions runs of each"
 for entry in "${runs[@]}"; do
   read -r exe package <<<"$entry"
   json=$out/$exe.json
@@ -45,7 +48,8 @@ for entry in "${runs[@]}"; do
     continue
   fi
   t0=$SECONDS
-  if "$dir/bench/$exe" --benchmark_min_time="$min_time" --benchmark_out="$json" \
+  if "$dir/bench/$exe" --benchmark_min_time="$min_time" --benchmark_repetitions="$repetitions" \
+       --benchmark_enable_random_interleaving=true --benchmark_out="$json" \
        --benchmark_out_format=json >"$dir/$exe.log" 2>&1; then
     echo "ran: $exe ($((SECONDS - t0)) s; console output in $dir/$exe.log)"
     results+=("$json")
