@@ -17,13 +17,14 @@
 #   mutex_pool_resource the same on sluice::mutex_pool_resource
 #   malloc              glibc malloc(1024), write one byte, free
 #   gate                sluice::gate try_admit() + note_done(), cap gate_limit
+#   gate_admit          sluice::gate admit() + note_done(), with room: the waiting form's first try
 #   gate_weighted       sluice::gate try_admit(n) + note_done(n), n = 1024 read from argv
 # Usage: scripts/instructions.sh [SLUICE_CHECKOUT (default: this repository)] [N (default 100000)]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "${1:-$here}" && pwd)
 n=${2:-100000}
-workloads=(pool pool_acquire pool_runtime_size pool_acquire_runtime_size mutex_pool mutex_pool_acquire pool_resource mutex_pool_resource malloc gate gate_weighted)
+workloads=(pool pool_acquire pool_runtime_size pool_acquire_runtime_size mutex_pool mutex_pool_acquire pool_resource mutex_pool_resource malloc gate gate_admit gate_weighted)
 
 if ! command -v valgrind >/dev/null; then
   sudo=(); [[ $(id -u) -eq 0 ]] || sudo=(sudo)

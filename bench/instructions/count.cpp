@@ -68,6 +68,17 @@ int run_malloc(long n) {
   return 0;
 }
 
+// The waiting form with room: admit() answers at once.
+[[gnu::noinline]] int run_gate_admit(long n) {
+  sluice::gate g{sluice::gate_limit};
+  for (long i = 0; i < n; ++i) {
+    g.admit();
+    escape(&g);
+    g.note_done();
+  }
+  return 0;
+}
+
 // The weighted pair, with a weight the compiler cannot fold.
 [[gnu::noinline]] int run_gate_weighted(long n, std::int64_t units) {
   sluice::gate g{sluice::gate_limit};
@@ -83,7 +94,7 @@ int run_malloc(long n) {
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: count pool|pool_acquire|pool_runtime_size|pool_acquire_runtime_size|mutex_pool|mutex_pool_acquire|pool_resource|mutex_pool_resource|malloc|gate|gate_weighted N [SIZE]\n");
+    std::fprintf(stderr, "usage: count pool|pool_acquire|pool_runtime_size|pool_acquire_runtime_size|mutex_pool|mutex_pool_acquire|pool_resource|mutex_pool_resource|malloc|gate|gate_admit|gate_weighted N [SIZE]\n");
     return 1;
   }
   const char* w = argv[1];
@@ -98,6 +109,7 @@ int main(int argc, char** argv) {
   if (!std::strcmp(w, "mutex_pool_resource")) return run_resource<sluice::mutex_pool_resource>(n);
   if (!std::strcmp(w, "malloc")) return run_malloc(n);
   if (!std::strcmp(w, "gate")) return run_gate(n);
+  if (!std::strcmp(w, "gate_admit")) return run_gate_admit(n);
   if (!std::strcmp(w, "gate_weighted")) return run_gate_weighted(n, std::strtol(argc == 4 ? argv[3] : "1024", nullptr, 10));
   std::fprintf(stderr, "count: unknown workload %s\n", w);
   return 1;

@@ -242,7 +242,8 @@ class gate : public detail::waiting_forms<gate> {
  private:
   // The waiting forms' hooks (detail::waiting).
   friend class detail::waiting<gate>;
-  bool admit_now(std::int64_t n) noexcept;
+  bool admit_now(std::int64_t n) noexcept;  // inline while its first CAS settles it (below)
+  bool admit_now_contended(std::int64_t n, std::uint64_t word) noexcept;  // a weight of 0, a lost CAS
   void wait_began() noexcept;
   // Waits for room for n in [1, gate_limit] until the deadline; true once admitted, false when the
   // deadline passed; throws gate_closed.
@@ -518,6 +519,16 @@ template <bool Queue>
 [[gnu::always_inline]] inline void gate::submit(std::int64_t n) noexcept {
   std::uint64_t word = word_.load(std::memory_order_relaxed);
   if (!submit_try(n, word)) [[unlikely]] submit_contended(n, word);
+}
+
+// A waiting form's first try (n at most gate_limit): a try_admit that counts no refusal (the
+// form waits instead). Inline, as try_admit is, so that admit() with room costs what
+// try_admit() does; a weight of zero and a CAS that lost go on in the library.
+[[gnu::always_inline]] inline bool gate::admit_now(std::int64_t n) noexcept {
+  std::uint64_t word = word_.load(std::memory_order_relaxed);
+  bool admitted;
+  if (n <= 0 || !enter_try<false>(n, word, admitted)) [[unlikely]] return admit_now_contended(n, word);
+  return admitted && admitted_by_try();
 }
 
 inline bool gate::try_admit() noexcept { return try_enter(1); }
