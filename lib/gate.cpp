@@ -459,16 +459,13 @@ void gate::submit_contended(std::int64_t n, std::uint64_t word) noexcept {
   } while (!submit_try(n, word));
 }
 
-bool gate::admit_now_contended(std::int64_t n, std::uint64_t word) noexcept {
+bool gate::admit_now(std::int64_t n) noexcept {
   if (n <= 0) {
     if (closed()) return false;  // (C2)
-    return admitted_by_try();
+  } else {
+    if (n > gate_limit || !enter(n, true)) return false;
   }
-  bool admitted;
-  do {
-    word = back_off(word_);
-  } while (!enter_try<false>(n, word, admitted));
-  return admitted && admitted_by_try();
+  return admitted_by_try();
 }
 
 void gate::wait_began() noexcept { counts_.waiting.fetch_add(1, std::memory_order_relaxed); }

@@ -161,6 +161,42 @@ TEST_CASE_TEMPLATE("many waiters under a small cap never pass it", G, GATES) {
   CHECK(g.in_flight() == 0);
 }
 
+// The first try of a waiting form is inline for gate, and a try whose CAS lost goes on in the
+// library (gate::first_try, admit_now): with threads contending for the word, both paths run.
+TEST_CASE_TEMPLATE("contending waiting forms with weights count each admission once and no refusal", G, GATES) {
+  constexpr int threads = 8, rounds = 3000;
+  constexpr std::int64_t cap = 6;
+  G g{cap};
+  std::atomic<std::int64_t> held{0}, most{0};
+  std::atomic<std::uint64_t> admissions{0};
+  sluice_test::run_threads(threads, [&](std::size_t t) {
+    for (int i = 0; i < rounds; ++i) {
+      const auto n = static_cast<std::int64_t>((t + static_cast<std::size_t>(i)) % 3 + 1);
+      if (i % 2 == 0) {
+        g.admit(n);
+      } else if (!g.try_admit_for(n, long_enough)) {
+        continue;  // the check of admissions below then fails
+      }
+      admissions.fetch_add(1);
+      const std::int64_t now = held.fetch_add(n) + n;
+      for (std::int64_t seen = most.load(); seen < now && !most.compare_exchange_weak(seen, now);) {
+      }
+      held.fetch_sub(n);
+      g.note_done(n);
+    }
+  });
+  const sluice::gate_stats s = g.stats();
+  CAPTURE(s.admitted_after_wait);
+  CHECK(admissions.load() == std::uint64_t{threads} * rounds);
+  CHECK(s.admitted == admissions.load());
+  CHECK(s.refused == 0);  // a waiting form's try that finds no room waits; it is no refusal
+  CHECK(s.timed_out == 0);
+  CHECK(s.waiting == 0);
+  CHECK(s.in_flight == 0);
+  CHECK(most.load() <= cap);
+  CHECK(s.peak_in_flight <= cap);
+}
+
 TEST_CASE_TEMPLATE("two threads hand one admission back and forth, losing no wake-up", G, GATES) {
   // Cap 1: each round, a thread waits for the admission the other holds. A lost wake-up would
   // leave a waiter asleep with room free: its wait would give up, and the test fail.

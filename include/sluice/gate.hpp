@@ -114,7 +114,7 @@ inline std::int64_t weight_to_wait_for(std::int64_t n) {
 enum class wait_end { admitted, timed_out, closed, cancelled };
 
 // The waiting forms (admit, the timed forms, async_admit, Python's), written once for both gates,
-// which let this class call their hooks: admit_now, wait_began, wait_admit, wait_ended.
+// which let this class call their hooks: first_try, wait_began, wait_admit, wait_ended.
 //
 // An object is one wait, after its first try found no room: the gate counts it as waiting while
 // it lives, and then by how it ended. until() waits for room, as many times as the form needs (a
@@ -126,13 +126,13 @@ class waiting {
   // An admission of n at once, for a form that would otherwise wait (async_admit, Python's
   // admit_async): true when admitted (counted so); false, counting nothing, when there is no
   // room or the gate is closed, and the form goes on to wait.
-  static bool admit_now(Gate& g, std::int64_t n) noexcept { return g.admit_now(n); }
+  static bool admit_now(Gate& g, std::int64_t n) noexcept { return g.first_try(n); }
 
   // The first try of a waiting form: true when admitted at once (counted so); throws gate_closed
   // when the gate is closed (counted), std::invalid_argument for a weight above gate_limit
   // (counting nothing); false when the form must wait.
   static bool admit_first(Gate& g, std::int64_t n) {
-    if (g.admit_now(weight_to_wait_for(n))) return true;
+    if (g.first_try(weight_to_wait_for(n))) return true;
     if (g.closed()) {
       g.wait_ended(wait_end::closed, false);
       throw gate_closed();
@@ -242,8 +242,8 @@ class gate : public detail::waiting_forms<gate> {
  private:
   // The waiting forms' hooks (detail::waiting).
   friend class detail::waiting<gate>;
-  bool admit_now(std::int64_t n) noexcept;  // inline while its first CAS settles it (below)
-  bool admit_now_contended(std::int64_t n, std::uint64_t word) noexcept;  // a weight of 0, a lost CAS
+  bool first_try(std::int64_t n) noexcept;  // inline while one CAS settles it (below)
+  bool admit_now(std::int64_t n) noexcept;  // the first try, whole: a weight of 0, a lost CAS
   void wait_began() noexcept;
   // Waits for room for n in [1, gate_limit] until the deadline; true once admitted, false when the
   // deadline passed; throws gate_closed.
@@ -323,6 +323,7 @@ class mutex_gate : public detail::waiting_forms<mutex_gate> {
 
  private:
   friend class detail::waiting<mutex_gate>;
+  bool first_try(std::int64_t n) noexcept { return admit_now(n); }
   bool admit_now(std::int64_t n) noexcept;
   void wait_began() noexcept;
   bool wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline);
@@ -521,13 +522,16 @@ template <bool Queue>
   if (!submit_try(n, word)) [[unlikely]] submit_contended(n, word);
 }
 
-// A waiting form's first try (n at most gate_limit): a try_admit that counts no refusal (the
-// form waits instead). Inline, as try_admit is, so that admit() with room costs what
-// try_admit() does; a weight of zero and a CAS that lost go on in the library.
-[[gnu::always_inline]] inline bool gate::admit_now(std::int64_t n) noexcept {
+// A waiting form's first try: a try_admit that counts no refusal (the form waits instead).
+// Inline, as try_admit is, so that admit() with room costs what try_admit() does; a weight
+// outside [1, gate_limit] and a CAS that lost go on in the library (admit_now).
+[[gnu::always_inline]] inline bool gate::first_try(std::int64_t n) noexcept {
   std::uint64_t word = word_.load(std::memory_order_relaxed);
   bool admitted;
-  if (n <= 0 || !enter_try<false>(n, word, admitted)) [[unlikely]] return admit_now_contended(n, word);
+  if (static_cast<std::uint64_t>(n) - 1 >= std::uint64_t{gate_limit} || !enter_try<false>(n, word, admitted))
+      [[unlikely]] {
+    return admit_now(n);
+  }
   return admitted && admitted_by_try();
 }
 
