@@ -468,6 +468,14 @@ bool gate::admit_now(std::int64_t n) noexcept {
   return admitted_by_try();
 }
 
+bool gate::admit_now_contended(std::int64_t n, std::uint64_t word) noexcept {
+  bool admitted;
+  do {
+    word = back_off(word_);
+  } while (!enter_try<false>(n, word, admitted));
+  return admitted && admitted_by_try();
+}
+
 void gate::wait_began() noexcept { counts_.waiting.fetch_add(1, std::memory_order_relaxed); }
 
 void gate::wait_ended(detail::wait_end end, bool waited) noexcept {

@@ -243,7 +243,8 @@ class gate : public detail::waiting_forms<gate> {
   // The waiting forms' hooks (detail::waiting).
   friend class detail::waiting<gate>;
   bool first_try(std::int64_t n) noexcept;  // inline while one CAS settles it (below)
-  bool admit_now(std::int64_t n) noexcept;  // the first try, whole: a weight of 0, a lost CAS
+  bool admit_now(std::int64_t n) noexcept;  // the first try whole; first_try: n outside [1, gate_limit]
+  bool admit_now_contended(std::int64_t n, std::uint64_t word) noexcept;  // after a lost CAS
   void wait_began() noexcept;
   // Waits for room for n in [1, gate_limit] until the deadline; true once admitted, false when the
   // deadline passed; throws gate_closed.
@@ -524,14 +525,13 @@ template <bool Queue>
 
 // A waiting form's first try: a try_admit that counts no refusal (the form waits instead).
 // Inline, as try_admit is, so that admit() with room costs what try_admit() does; a weight
-// outside [1, gate_limit] and a CAS that lost go on in the library (admit_now).
+// outside [1, gate_limit] (admit_now) and a CAS that lost (admit_now_contended, which backs off
+// first, as try_admit's does) go on in the library.
 [[gnu::always_inline]] inline bool gate::first_try(std::int64_t n) noexcept {
+  if (static_cast<std::uint64_t>(n) - 1 >= std::uint64_t{gate_limit}) [[unlikely]] return admit_now(n);
   std::uint64_t word = word_.load(std::memory_order_relaxed);
   bool admitted;
-  if (static_cast<std::uint64_t>(n) - 1 >= std::uint64_t{gate_limit} || !enter_try<false>(n, word, admitted))
-      [[unlikely]] {
-    return admit_now(n);
-  }
+  if (!enter_try<false>(n, word, admitted)) [[unlikely]] return admit_now_contended(n, word);
   return admitted && admitted_by_try();
 }
 
