@@ -84,8 +84,10 @@ def load(paths):
             # gate.serve times an iteration of many admissions and counts the time of one.
             ns = b["ns_per_admission"] if "ns_per_admission" in b else b["real_time"] * SCALE[b.get("time_unit", "ns")]
             key = (m["variant"], int(t["threads"]))
-            # Random interleaving shuffles the runs: the tables follow the registration order.
-            order[family] = min(order.get(family, (file_no, b.get("family_index", 0))), (file_no, b.get("family_index", 0)))
+            # Random interleaving shuffles the runs: the tables follow the registration order, the
+            # lowest index among the family's variants (each variant is a family of its own there).
+            here = (file_no, b.get("family_index", 0))
+            order[family] = min(order.get(family, here), here)
             # asio_bench's iteration is a batch of pairs, which it counts in the JSON.
             runs[family][key].append(ns * by_prefix(ITERATIONS_PER_PAIR, family, 1) / b.get("pairs_per_iteration", 1))
             for counter, _, _ in COUNTERS:

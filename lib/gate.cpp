@@ -430,12 +430,16 @@ std::uint64_t back_off(const detail::atomic<std::uint64_t>& word) noexcept {
 }
 }  // namespace
 
-bool gate::try_enter_contended(std::int64_t n, std::uint64_t word) noexcept {
+bool gate::enter_contended(std::int64_t n, std::uint64_t& word) noexcept {
   bool admitted;
   do {
     word = back_off(word_);
   } while (!enter_try<false>(n, word, admitted));
-  return admitted ? admitted_by_try() : refused(word);
+  return admitted;
+}
+
+bool gate::try_enter_contended(std::int64_t n, std::uint64_t word) noexcept {
+  return enter_contended(n, word) ? admitted_by_try() : refused(word);
 }
 
 bool gate::enter(std::int64_t n, bool backs_off) noexcept {
@@ -469,11 +473,7 @@ bool gate::admit_now(std::int64_t n) noexcept {
 }
 
 bool gate::admit_now_contended(std::int64_t n, std::uint64_t word) noexcept {
-  bool admitted;
-  do {
-    word = back_off(word_);
-  } while (!enter_try<false>(n, word, admitted));
-  return admitted && admitted_by_try();
+  return enter_contended(n, word) && admitted_by_try();  // no room: no refusal counted
 }
 
 void gate::wait_began() noexcept { counts_.waiting.fetch_add(1, std::memory_order_relaxed); }

@@ -266,6 +266,8 @@ class gate : public detail::waiting_forms<gate> {
   bool try_enter_contended(std::int64_t n, std::uint64_t word) noexcept;
   void leave_contended(std::int64_t n, std::uint64_t word) noexcept;
   void submit_contended(std::int64_t n, std::uint64_t word) noexcept;
+  // Backs off, then enter_try until one settles: whether it admitted, and the word it read.
+  bool enter_contended(std::int64_t n, std::uint64_t& word) noexcept;
   // enter_try until one is over, counting nothing but the peak (the waiting forms' tries);
   // backs_off: whether a lost CAS waits before the next try.
   bool enter(std::int64_t n, bool backs_off) noexcept;
@@ -529,7 +531,7 @@ template <bool Queue>
 // first, as try_admit's does) go on in the library.
 [[gnu::always_inline]] inline bool gate::first_try(std::int64_t n) noexcept {
   if (static_cast<std::uint64_t>(n) - 1 >= std::uint64_t{gate_limit}) [[unlikely]] return admit_now(n);
-  std::uint64_t word = word_.load(std::memory_order_relaxed);
+  std::uint64_t word = word_.load(std::memory_order_relaxed);  // orders nothing: the CAS is (2)
   bool admitted;
   if (!enter_try<false>(n, word, admitted)) [[unlikely]] return admit_now_contended(n, word);
   return admitted && admitted_by_try();
