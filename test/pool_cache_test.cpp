@@ -161,7 +161,8 @@ TEST_CASE("take misses at most what another live thread caches, and a batch cros
     }
     turn.advance_to(1);
     turn.wait_for(2);
-    p.retire(buffer(4096));  // one more than the grown cache holds: another class moves out
+    p.retire(p.take(4096));  // a take between: the class's magazine does not only retire...
+    p.retire(buffer(4096));  // ...so one more than the grown cache holds moves another class out
     turn.advance_to(3);
     turn.wait_for(4);
   });
@@ -203,26 +204,54 @@ TEST_CASE("a thread's own spare places never drop its retire below the bound") {
   CHECK(p.retained() == 64);
 }
 
-TEST_CASE("a full magazine moves its oldest batch to the shared stack") {
+TEST_CASE("a full magazine that also takes moves its oldest batch to the shared stack") {
   sluice::pool p;
   turns turn;
   std::thread other([&] {
-    for (int i = 0; i < 33; ++i) p.retire(buffer(4096));  // a magazine holds 32
+    for (int i = 0; i < 33; ++i) {  // a magazine holds 32, its places taken 16 at a time
+      p.retire(buffer(4096));
+      if (i % 16 == 15) p.retire(p.take(4096));  // a take before each time it is full
+    }
     turn.advance_to(1);
     turn.wait_for(2);
   });
   turn.wait_for(1);
   int taken = 0;
   while (p.take(4096)) ++taken;
-  CHECK(taken == 16);
+  CHECK(taken == 16);  // the 33rd retire found 32 held and moved a batch out; 17 stay there
   CHECK(p.retained() == 17);
   turn.advance_to(2);
   other.join();
   CHECK(p.retained() == 17);
   const auto s = p.stats();
-  CHECK(s.retired == 33);
-  CHECK(s.hits == 16);
+  CHECK(s.retired == 35);
+  CHECK(s.hits == 18);
   CHECK(s.retained_bytes == 17 * 4096);
+}
+
+TEST_CASE("a magazine that only retires moves all it holds to the shared stack once it holds a batch") {
+  // The thread a frame was handed to retires it and takes none: what its magazine keeps, no
+  // take of its own will use, so it keeps at most a batch (16 here) out of other threads' reach
+  // where a magazine that also takes keeps up to 32.
+  sluice::pool p;
+  turns turn;
+  std::thread other([&] {
+    for (int i = 0; i < 33; ++i) p.retire(buffer(4096));
+    turn.advance_to(1);
+    turn.wait_for(2);
+  });
+  turn.wait_for(1);
+  int taken = 0;
+  while (p.take(4096)) ++taken;
+  CHECK(taken == 32);  // the 17th and the 33rd retire each moved the 16 held before it
+  CHECK(p.retained() == 1);
+  turn.advance_to(2);
+  other.join();
+  CHECK(p.retained() == 1);
+  const auto s = p.stats();
+  CHECK(s.retired == 33);
+  CHECK(s.hits == 32);
+  CHECK(s.retained_bytes == 4096);
 }
 
 TEST_CASE_TEMPLATE("trim and the switch reach what other threads cache at their next call", P, POOLS) {

@@ -164,9 +164,21 @@ bool take_place(caller& k) noexcept {
 
 // Up to place_batch, within its limit, gathered as gather_loose() does; a full magazine first
 // moves its oldest batch out, and when every place of the cache holds a buffer another class's
-// batch makes way. False when the bound (or a slot for a flush) cannot be had.
+// batch makes way. A magazine that only retires (no take since it was last full) moves all it
+// holds out once it holds a batch: its thread will not take them, so it keeps none that another
+// thread's take would otherwise allocate (a frame retired on the thread it was handed to), and
+// the stack still gets a batch to a slot. False when the bound (or a slot for a flush) cannot be
+// had.
 bool add_places(caller& k, std::size_t cls, magazine& m) noexcept {
-  if (m.owned.load(std::memory_order_relaxed) == m.limit && flush(k, cls, m, batch_of(m)) == 0) return false;
+  const auto takes = static_cast<std::uint32_t>(m.takes.load(std::memory_order_relaxed));
+  const bool retiring_only = takes == m.takes_at_full;
+  m.takes_at_full = takes;
+  const auto count = static_cast<std::uint32_t>(m.count.load(std::memory_order_relaxed));
+  if (retiring_only && count >= batch_of(m)) {
+    if (flush(k, cls, m, count) == 0) return false;
+  } else if (m.owned.load(std::memory_order_relaxed) == m.limit && flush(k, cls, m, batch_of(m)) == 0) {
+    return false;
+  }
   const auto owned = static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed));
   const std::uint32_t want = std::min(k.c.place_batch, m.limit - owned);
   std::uint32_t loose = gather_loose(k, &m, want);

@@ -71,8 +71,9 @@ struct pool_check_base {
   static void exit_thread() { sluice::detail::release_thread_caches(); }
 };
 
-// One thread retires five buffers: the fifth finds its cache full (C = 4) and flushes it to the
-// shared stack, through the publish of (P). Another takes what it can and reads it.
+// One thread retires five buffers: the third and the fifth find its magazine full (it holds a
+// batch of P = 2 and only retires) and flush it to the shared stack, through the publish of (P).
+// Another takes what it can and reads it.
 struct handoff : pool_check_base, rl::test_suite<handoff, 2> {
   void before() { start(); }
   void thread(unsigned index) {
@@ -103,11 +104,11 @@ void await(rl::atomic<int>& flag) {
   }
 }
 
-// (P): a trim that comes after four buffers were kept in a cache frees them, even while their
+// (P): a trim that comes after two buffers were kept in a cache frees them, even while their
 // thread flushes them to the shared stack: none of them is on a stack once trim() returns. The
-// fifth retire, which overlaps the trim, may be kept or freed.
+// third retire, which overlaps the trim, may be kept or freed.
 struct trim_handshake : pool_check_base, rl::test_suite<trim_handshake, 2> {
-  rl::atomic<int> kept;  // the four retires have returned
+  rl::atomic<int> kept;  // the two retires have returned
 
   void before() {
     start();
@@ -116,12 +117,12 @@ struct trim_handshake : pool_check_base, rl::test_suite<trim_handshake, 2> {
   }
   void thread(unsigned index) {
     if (index == 0) {
-      // The fifth finds the cache full, and flushes.
-      retire_new(0, 5, 4, [this] { kept($).store(1, rl::mo_release); });
+      // The third finds the cache full, and flushes.
+      retire_new(0, 3, 2, [this] { kept($).store(1, rl::mo_release); });
     } else {
       await(kept);
       pool->trim();
-      if (sluice::buffer b = pool->take(frame)) RL_ASSERT(read(b) == 4);  // 0-3: kept before the trim
+      if (sluice::buffer b = pool->take(frame)) RL_ASSERT(read(b) == 2);  // 0-1: kept before the trim
     }
     exit_thread();
   }
@@ -143,7 +144,7 @@ struct refill_handshake : pool_check_base, rl::test_suite<refill_handshake, 3> {
   }
   void thread(unsigned index) {
     if (index == 0) {
-      retire_new(0, 5);  // the fifth flushes some of 0-4 to the stack
+      retire_new(0, 5);  // the third and the fifth flush 0-1 and 2-3 to the stack
       flushed($).store(1, rl::mo_release);
     } else if (index == 1) {
       retire_new(5);  // its magazine, made, holds #5

@@ -52,6 +52,9 @@ struct magazine {
   atomic<std::uint64_t> count{0};   // buffers held: items[0, count)
   atomic<std::uint64_t> owned{0};   // places of the bound held: count <= owned <= limit
   std::uint32_t limit = 0;          // most places (and buffers) it holds; <= room
+  // The general path's alone: takes' low bits when a retire last found no spare place, so that
+  // the next such retire knows whether any take came between (lib/pool/places.cpp, add_places).
+  std::uint32_t takes_at_full = 0;
   std::size_t capacity = 0;         // its class's size
   // Buffers ever taken from it and kept in it: the statistics' hits and retires, each one
   // field with one writer, so that stats() never sees one half of a call (bytes follow from
