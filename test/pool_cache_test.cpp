@@ -4,9 +4,11 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <new>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -252,6 +254,52 @@ TEST_CASE("a magazine that only retires moves all it holds to the shared stack o
   CHECK(s.retired == 33);
   CHECK(s.hits == 32);
   CHECK(s.retained_bytes == 4096);
+}
+
+TEST_CASE("a magazine that took before and now only retires moves all it holds at its second full retire") {
+  sluice::pool p;
+  turns turn;
+  std::thread other([&] {
+    for (int i = 0; i < 16; ++i) p.retire(buffer(4096));
+    p.retire(p.take(4096));  // a take: the next full retire keeps the newest batch (none to move)...
+    for (int i = 0; i < 16; ++i) p.retire(buffer(4096));  // ...and the magazine fills to 32
+    p.retire(buffer(4096));  // no take since that one: all 32 move, the 33rd stays
+    turn.advance_to(1);
+    turn.wait_for(2);
+  });
+  turn.wait_for(1);
+  int taken = 0;
+  while (p.take(4096)) ++taken;
+  CHECK(taken == 32);
+  CHECK(p.retained() == 1);
+  turn.advance_to(2);
+  other.join();
+  const auto s = p.stats();
+  CHECK(s.retired == 34);
+  CHECK(s.hits == 33);
+}
+
+TEST_CASE("a thread that only retires keeps at most a batch of each class, whatever places its cache has") {
+  // Frames of four classes in a random order, retired on a thread that takes none: its cache's
+  // places run short, so a magazine is often given fewer than it asks for; it still holds at most
+  // a batch (16) of its class at any moment, read through the thread's own front.
+  sluice::pool p;
+  std::uint64_t most = 0;
+  std::thread([&] {
+    static constexpr std::size_t sizes[] = {1024, 2048, 4096, 512};
+    std::mt19937 random(1);
+    std::vector<buffer> frames;
+    for (int i = 0; i < 3000; ++i) frames.emplace_back(sizes[random() % 4]);
+    for (auto& f : frames) {
+      p.retire(std::move(f));
+      const sluice::detail::thread_front& front = sluice::detail::this_thread_front();
+      if (front.view == nullptr) continue;
+      for (const std::size_t n : sizes) {
+        most = std::max(most, front.view[sluice::detail::class_of(n)]->count.load(std::memory_order_relaxed));
+      }
+    }
+  }).join();
+  CHECK(most == 16);
 }
 
 TEST_CASE_TEMPLATE("trim and the switch reach what other threads cache at their next call", P, POOLS) {

@@ -164,23 +164,28 @@ bool take_place(caller& k) noexcept {
 
 // Up to place_batch, within its limit, gathered as gather_loose() does; a full magazine first
 // moves its oldest batch out, and when every place of the cache holds a buffer another class's
-// batch makes way. A magazine that only retires (no take since it was last full) moves all it
-// holds out once it holds a batch: its thread will not take them, so it keeps none that another
-// thread's take would otherwise allocate (a frame retired on the thread it was handed to), and
-// the stack still gets a batch to a slot. False when the bound (or a slot for a flush) cannot be
-// had.
+// batch makes way. A magazine that only retires (no take since the last retire that found no
+// spare place in it) moves all it holds out once it holds a batch, and takes places up to a
+// batch only: its thread will not take what it keeps, which another thread's take would then
+// allocate afresh (a frame retired on the thread it was handed to). False when the bound (or a
+// slot for a flush) cannot be had.
 bool add_places(caller& k, std::size_t cls, magazine& m) noexcept {
   const auto takes = static_cast<std::uint32_t>(m.takes.load(std::memory_order_relaxed));
   const bool retiring_only = takes == m.takes_at_full;
   m.takes_at_full = takes;
-  const auto count = static_cast<std::uint32_t>(m.count.load(std::memory_order_relaxed));
-  if (retiring_only && count >= batch_of(m)) {
+  const std::uint32_t batch = batch_of(m);
+  if (const auto count = static_cast<std::uint32_t>(m.count.load(std::memory_order_relaxed));
+      retiring_only && count >= batch) {
     if (flush(k, cls, m, count) == 0) return false;
-  } else if (m.owned.load(std::memory_order_relaxed) == m.limit && flush(k, cls, m, batch_of(m)) == 0) {
+  } else if (m.owned.load(std::memory_order_relaxed) == m.limit && flush(k, cls, m, batch) == 0) {
     return false;
   }
   const auto owned = static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed));
-  const std::uint32_t want = std::min(k.c.place_batch, m.limit - owned);
+  // At least one: owned is below the limit here (a full magazine at it flushed), and below the
+  // batch wherever that caps it.
+  const std::uint32_t want =
+      std::min({k.c.place_batch, m.limit - owned, retiring_only && owned < batch ? batch - owned : m.limit});
+  assert(want > 0);
   std::uint32_t loose = gather_loose(k, &m, want);
   if (loose == 0 && (grow(k) || displace(k, m))) loose = gather_loose(k, &m, want);
   if (loose == 0) return false;

@@ -53,7 +53,8 @@ struct magazine {
   atomic<std::uint64_t> owned{0};   // places of the bound held: count <= owned <= limit
   std::uint32_t limit = 0;          // most places (and buffers) it holds; <= room
   // The general path's alone: takes' low bits when a retire last found no spare place, so that
-  // the next such retire knows whether any take came between (lib/pool/places.cpp, add_places).
+  // the next such retire knows whether any take came between (lib/pool/places.cpp, add_places;
+  // exactly 2^32 takes between two look like none: a flush of all it holds, nothing lost).
   std::uint32_t takes_at_full = 0;
   std::size_t capacity = 0;         // its class's size
   // Buffers ever taken from it and kept in it: the statistics' hits and retires, each one
