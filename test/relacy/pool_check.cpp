@@ -104,11 +104,18 @@ void await(rl::atomic<int>& flag) {
   }
 }
 
-// (P): a trim that comes after two buffers were kept in a cache frees them, even while their
-// thread flushes them to the shared stack: none of them is on a stack once trim() returns. The
-// third retire, which overlaps the trim, may be kept or freed.
-struct trim_handshake : pool_check_base, rl::test_suite<trim_handshake, 2> {
-  rl::atomic<int> kept;  // the two retires have returned
+// (P): a trim that comes after buffers were kept in a cache frees them, even while their thread
+// flushes them to the shared stack: none of them is on a stack once trim() returns. The retire
+// that overlaps the trim, and flushes, may be kept or freed. Through either rule of add_places
+// (lib/pool/places.cpp):
+// - a magazine that only retires moves all it holds: two retires, then a third that flushes 0-1;
+// - Keeping: one that also takes (a take and a retire of its newest before the third and the
+//   fifth retire) moves its oldest batch and keeps the newest: four retires, then a fifth that
+//   finds the magazine at its limit (C = 4) and flushes 0-1, while 2-3 stay in its cache.
+template <bool Keeping>
+struct trim_handshake : pool_check_base, rl::test_suite<trim_handshake<Keeping>, 2> {
+  static constexpr int last = Keeping ? 4 : 2;  // the retire that overlaps the trim
+  rl::atomic<int> kept;  // the retires before it have returned
 
   void before() {
     start();
@@ -117,44 +124,16 @@ struct trim_handshake : pool_check_base, rl::test_suite<trim_handshake, 2> {
   }
   void thread(unsigned index) {
     if (index == 0) {
-      // The third finds the cache full, and flushes.
-      retire_new(0, 3, [this](int i) {
-        if (i == 2) kept($).store(1, rl::mo_release);
-      });
-    } else {
-      await(kept);
-      pool->trim();
-      if (sluice::buffer b = pool->take(frame)) RL_ASSERT(read(b) == 2);  // 0-1: kept before the trim
-    }
-    exit_thread();
-  }
-  void after() { pool.reset(); }
-};
-
-// (P) through a magazine that also takes, whose flush moves its oldest batch and keeps the newest
-// (add_places' other rule, lib/pool/places.cpp): a take and a retire of the newest buffer before
-// the third and the fifth retire, so that the fifth finds the magazine at its limit (C = 4) and
-// flushes 0-1, kept before the trim, while 2-3 stay in its cache.
-struct trim_handshake_keeping : pool_check_base, rl::test_suite<trim_handshake_keeping, 2> {
-  rl::atomic<int> kept;  // the four retires have returned
-
-  void before() {
-    start();
-    warm_up();
-    kept($).store(0, rl::mo_relaxed);
-  }
-  void thread(unsigned index) {
-    if (index == 0) {
-      retire_new(0, 5, [this](int i) {
-        if (i == 2 || i == 4) {
+      retire_new(0, last + 1, [this](int i) {
+        if (Keeping && (i == 2 || i == 4)) {
           if (sluice::buffer b = pool->take(frame)) pool->retire(std::move(b));  // its newest, back
         }
-        if (i == 4) kept($).store(1, rl::mo_release);
+        if (i == last) kept($).store(1, rl::mo_release);
       });
     } else {
       await(kept);
       pool->trim();
-      if (sluice::buffer b = pool->take(frame)) RL_ASSERT(read(b) == 4);  // 0-3: kept before the trim
+      if (sluice::buffer b = pool->take(frame)) RL_ASSERT(read(b) == last);  // the rest: kept before the trim
     }
     exit_thread();
   }
@@ -234,12 +213,12 @@ TEST_CASE("pool: buffers handed between threads through a cache's flush") {
 }
 
 TEST_CASE("pool: trim frees what was kept before it, against a concurrent flush (P)") {
-  expect_passes("pool trim against a flush, random schedules", explore<trim_handshake>(random_schedules(100'000)));
+  expect_passes("pool trim against a flush, random schedules", explore<trim_handshake<false>>(random_schedules(100'000)));
 }
 
 TEST_CASE("pool: trim frees what was kept before it, against a flush that keeps the newest batch (P)") {
   expect_passes("pool trim against a keeping flush, random schedules",
-                explore<trim_handshake_keeping>(random_schedules(100'000)));
+                explore<trim_handshake<true>>(random_schedules(100'000)));
 }
 
 TEST_CASE("pool: trim against a refill (R)") {
@@ -262,7 +241,7 @@ TEST_CASE("pool: each ordering of the handshakes that pool.cpp names, weakened, 
   // Not here, since no check reports them weakened (docs/verification.md says why): (R2), the
   // refill's seq_cst load, and (T3), trim's release at its end.
   for (const ordering& o : sites) {
-    expect_reported<trim_handshake>("pool trim", o, random_schedules(100'000));
-    expect_reported<trim_handshake_keeping>("pool trim, a keeping flush", o, random_schedules(100'000));
+    expect_reported<trim_handshake<false>>("pool trim", o, random_schedules(100'000));
+    expect_reported<trim_handshake<true>>("pool trim, a keeping flush", o, random_schedules(100'000));
   }
 }
