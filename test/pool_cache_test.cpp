@@ -206,24 +206,42 @@ TEST_CASE("a thread's own spare places never drop its retire below the bound") {
   CHECK(p.retained() == 64);
 }
 
-TEST_CASE("a full magazine that also takes moves its oldest batch to the shared stack") {
-  sluice::pool p;
+// Runs `retires` on another thread, which stays alive with its cache while `here` runs on this
+// one, and exits after it.
+template <class Retires, class Here>
+void while_another_holds(Retires retires, Here here) {
   turns turn;
   std::thread other([&] {
-    for (int i = 0; i < 33; ++i) {  // a magazine holds 32, its places taken 16 at a time
-      p.retire(buffer(4096));
-      if (i % 16 == 15) p.retire(p.take(4096));  // a take before each time it is full
-    }
+    retires();
     turn.advance_to(1);
     turn.wait_for(2);
   });
   turn.wait_for(1);
-  int taken = 0;
-  while (p.take(4096)) ++taken;
-  CHECK(taken == 16);  // the 33rd retire found 32 held and moved a batch out; 17 stay there
-  CHECK(p.retained() == 17);
+  here();
   turn.advance_to(2);
   other.join();
+}
+
+// How many buffers of n bytes this thread can take.
+int take_all(sluice::pool& p, std::size_t n) {
+  int taken = 0;
+  while (p.take(n)) ++taken;
+  return taken;
+}
+
+TEST_CASE("a full magazine that also takes moves its oldest batch to the shared stack") {
+  sluice::pool p;
+  while_another_holds(
+      [&] {
+        for (int i = 0; i < 33; ++i) {  // a magazine holds 32, its places taken 16 at a time
+          p.retire(buffer(4096));
+          if (i % 16 == 15) p.retire(p.take(4096));  // a take before each time it is full
+        }
+      },
+      [&] {
+        CHECK(take_all(p, 4096) == 16);  // the 33rd retire found 32 held and moved a batch out; 17 stay there
+        CHECK(p.retained() == 17);
+      });
   CHECK(p.retained() == 17);
   const auto s = p.stats();
   CHECK(s.retired == 35);
@@ -236,19 +254,14 @@ TEST_CASE("a magazine that only retires moves all it holds to the shared stack o
   // take of its own will use, so it keeps at most a batch (16 here) out of other threads' reach
   // where a magazine that also takes keeps up to 32.
   sluice::pool p;
-  turns turn;
-  std::thread other([&] {
-    for (int i = 0; i < 33; ++i) p.retire(buffer(4096));
-    turn.advance_to(1);
-    turn.wait_for(2);
-  });
-  turn.wait_for(1);
-  int taken = 0;
-  while (p.take(4096)) ++taken;
-  CHECK(taken == 32);  // the 17th and the 33rd retire each moved the 16 held before it
-  CHECK(p.retained() == 1);
-  turn.advance_to(2);
-  other.join();
+  while_another_holds(
+      [&] {
+        for (int i = 0; i < 33; ++i) p.retire(buffer(4096));
+      },
+      [&] {
+        CHECK(take_all(p, 4096) == 32);  // the 17th and the 33rd retire each moved the 16 held before it
+        CHECK(p.retained() == 1);
+      });
   CHECK(p.retained() == 1);
   const auto s = p.stats();
   CHECK(s.retired == 33);
@@ -258,22 +271,17 @@ TEST_CASE("a magazine that only retires moves all it holds to the shared stack o
 
 TEST_CASE("a magazine that took before and now only retires moves all it holds at its second full retire") {
   sluice::pool p;
-  turns turn;
-  std::thread other([&] {
-    for (int i = 0; i < 16; ++i) p.retire(buffer(4096));
-    p.retire(p.take(4096));  // a take: the next full retire keeps the newest batch (none to move)...
-    for (int i = 0; i < 16; ++i) p.retire(buffer(4096));  // ...and the magazine fills to 32
-    p.retire(buffer(4096));  // no take since that one: all 32 move, the 33rd stays
-    turn.advance_to(1);
-    turn.wait_for(2);
-  });
-  turn.wait_for(1);
-  int taken = 0;
-  while (p.take(4096)) ++taken;
-  CHECK(taken == 32);
-  CHECK(p.retained() == 1);
-  turn.advance_to(2);
-  other.join();
+  while_another_holds(
+      [&] {
+        for (int i = 0; i < 16; ++i) p.retire(buffer(4096));
+        p.retire(p.take(4096));  // a take: the next full retire keeps the newest batch (none to move)...
+        for (int i = 0; i < 16; ++i) p.retire(buffer(4096));  // ...and the magazine fills to 32
+        p.retire(buffer(4096));  // no take since that one: all 32 move, the 33rd stays
+      },
+      [&] {
+        CHECK(take_all(p, 4096) == 32);
+        CHECK(p.retained() == 1);
+      });
   const auto s = p.stats();
   CHECK(s.retired == 34);
   CHECK(s.hits == 33);

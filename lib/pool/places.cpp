@@ -170,6 +170,7 @@ bool take_place(caller& k) noexcept {
 // allocate afresh (a frame retired on the thread it was handed to). False when the bound (or a
 // slot for a flush) cannot be had.
 bool add_places(caller& k, std::size_t cls, magazine& m) noexcept {
+  // Relaxed: the magazine's user's own writes (a CPU cache's holders', ordered by its lock).
   const auto takes = static_cast<std::uint32_t>(m.takes.load(std::memory_order_relaxed));
   const bool retiring_only = takes == m.takes_at_full;
   m.takes_at_full = takes;
