@@ -770,8 +770,12 @@ TEST_CASE("a buffer owns its memory and moves") {
   fill(a.bytes(), 1);
   std::byte* data = a.data();
   buffer b = std::move(a);
-  CHECK_FALSE(a);  // NOLINT: moved-from
+  CHECK_FALSE(a);  // NOLINT: moved-from, and empty in every word
+  CHECK(a.size() == 0);  // NOLINT
+  CHECK(a.capacity() == 0);  // NOLINT
   CHECK(b.data() == data);
+  CHECK(b.size() == 100);
+  CHECK(b.capacity() == 300);
   buffer& alias = b;  // through a reference, as generic code would, so no compiler flags it
   b = std::move(alias);  // self-move keeps it
   CHECK(b.data() == data);
@@ -779,5 +783,10 @@ TEST_CASE("a buffer owns its memory and moves") {
   buffer c(50, 10);  // a capacity below the size is raised to it
   CHECK(c.capacity() == 50);
   c = std::move(b);  // frees c's own memory
+  CHECK(c.data() == data);
+  CHECK(c.size() == 100);
   CHECK(c.capacity() == 300);
+  CHECK_FALSE(b);  // NOLINT: moved-from
+  CHECK(b.size() == 0);  // NOLINT
+  CHECK(b.capacity() == 0);  // NOLINT
 }
