@@ -38,11 +38,17 @@ class buffer {
   buffer() noexcept = default;                      // holds nothing
   explicit buffer(std::size_t size);                // fresh memory: size() == capacity() == size
   buffer(std::size_t size, std::size_t capacity);   // fresh memory: capacity() == max(size, capacity)
-  buffer(buffer&& other) noexcept { take_from(other); }
+  buffer(buffer&& other) noexcept
+      : data_(other.data_), size_(in_register(other.size_)), capacity_(in_register(other.capacity_)) {
+    other.forget();
+  }
   buffer& operator=(buffer&& other) noexcept {      // self-move leaves the buffer as it was
     if (this != &other) {
       release();
-      take_from(other);
+      data_ = other.data_;
+      size_ = in_register(other.size_);
+      capacity_ = in_register(other.capacity_);
+      other.forget();
     }
     return *this;
   }
@@ -63,22 +69,20 @@ class buffer {
   void release() noexcept {
     if (data_ != nullptr) ::operator delete(data_);
   }
-  // Moves other's memory here and empties other: word by word, each through a register. Left to
-  // themselves, GCC and Clang copy size and capacity as one 16-byte load, which the store buffer
-  // cannot serve from the two 8-byte stores that wrote them when the buffer is fresh from a call
-  // (take() returning it, say), so the move waits for those stores to reach the cache: about 4 ns
-  // a move on x86-64 (docs/bench/profiles.md, "One thread").
-  void take_from(buffer& other) noexcept {
-    std::byte* data = other.data_;
-    std::size_t size = other.size_;
-    std::size_t capacity = other.capacity_;
-    asm("" : "+r"(size), "+r"(capacity));  // two registers, not one vector
-    data_ = data;
-    size_ = size;
-    capacity_ = capacity;
-    other.data_ = nullptr;
-    other.size_ = 0;
-    other.capacity_ = 0;
+  void forget() noexcept {  // holds nothing now, without freeing what it held
+    data_ = nullptr;
+    size_ = 0;
+    capacity_ = 0;
+  }
+  // The moves copy a buffer's size and capacity each through a general register. Left to
+  // themselves, GCC and Clang copy the two as one 16-byte load, which the store buffer cannot
+  // serve from the two 8-byte stores that wrote them when the buffer comes fresh from a call that
+  // was not inlined (mutex_pool::acquire, a program's own function returning a buffer), so the
+  // move waits for those stores to reach the cache: about 4 ns a move on x86-64
+  // (docs/bench/profiles.md, "One thread").
+  static std::size_t in_register(std::size_t word) noexcept {
+    asm("" : "+r"(word));  // NOLINT(hicpp-no-assembler): emits nothing; the word is in a register
+    return word;
   }
 
   std::byte* data_ = nullptr;
@@ -93,8 +97,7 @@ struct buffer_access {
   static buffer make_or_empty(held h, std::size_t size) noexcept { return h.data ? make(h, size) : buffer(); }
   static held release(buffer& b) noexcept {
     held h{b.data_, b.capacity_};
-    b.data_ = nullptr;
-    b.size_ = b.capacity_ = 0;
+    b.forget();
     return h;
   }
 };
