@@ -353,28 +353,14 @@ gate::~gate() {
   detail::tally_give_back(tally_);
 }
 
-// The unit calls (inline, in the header) are the weighted ones with n = 1, each a call of its own
-// into one inline body, so that the compiler folds the constant and drops the weight's checks
-// (scripts/instructions.sh counts both pairs).
-
-// A weight of zero or below counts nothing; one above gate_limit saturates as any other.
-void gate::note_submitted(std::int64_t n) noexcept {
-  if (n > 0) submit(std::min(n, gate_limit));
-}
-
-void gate::note_done(std::int64_t n) noexcept {
-  if (n > 0) leave(std::min(n, gate_limit));
-}
-
-// A weight of zero (or below) is admitted at once, counting nothing, unless the gate is closed;
-// one above gate_limit passes every cap, so it is refused.
-bool gate::try_admit(std::int64_t n) noexcept {
-  if (n <= 0 || n > gate_limit) [[unlikely]] {
-    const std::uint64_t seen = word_.load(std::memory_order_acquire);  // (3), as has_capacity's
-    if (n > 0 || closed_word(seen)) return refused(seen);
-    return admitted_by_try();
-  }
-  return try_enter(n);
+// The unit and weighted calls are inline, in the header (scripts/instructions.sh counts both
+// pairs); try_admit(n) comes here for a weight outside [1, gate_limit]. One of zero (or below) is
+// admitted at once, counting nothing, unless the gate is closed; one above gate_limit passes
+// every cap, so it is refused.
+bool gate::try_admit_outside(std::int64_t n) noexcept {
+  const std::uint64_t seen = word_.load(std::memory_order_acquire);  // (3), as has_capacity's
+  if (n > 0 || closed_word(seen)) return refused(seen);
+  return admitted_by_try();
 }
 
 bool gate::refused(std::uint64_t word) noexcept {

@@ -256,6 +256,7 @@ class gate : public detail::waiting_forms<gate> {
   // (Queue: the grant loop's, within the cap whatever the queue mark), counting nothing but the
   // peak.
   bool try_enter(std::int64_t n) noexcept;  // try_admit's, counted in the tally
+  bool try_admit_outside(std::int64_t n) noexcept;  // try_admit(n) of n outside [1, gate_limit]
   void leave(std::int64_t n) noexcept;      // note_done's
   void submit(std::int64_t n) noexcept;     // note_submitted's
   template <bool Queue>
@@ -537,9 +538,25 @@ template <bool Queue>
   return admitted && admitted_by_try();
 }
 
+// The unit calls are the weighted ones with n = 1, each a call of its own into the one inline
+// body, so that the compiler folds the constant and drops the weight's checks.
 inline bool gate::try_admit() noexcept { return try_enter(1); }
 inline void gate::note_done() noexcept { leave(1); }
 inline void gate::note_submitted() noexcept { submit(1); }
+
+// A weight of zero or below counts nothing; one above gate_limit saturates as any other
+// (note_submitted), takes away what is there (note_done), or is refused (try_admit, in the
+// library with the weights of zero and below).
+inline bool gate::try_admit(std::int64_t n) noexcept {
+  if (static_cast<std::uint64_t>(n) - 1 >= std::uint64_t{gate_limit}) [[unlikely]] return try_admit_outside(n);
+  return try_enter(n);
+}
+inline void gate::note_done(std::int64_t n) noexcept {
+  if (n > 0) leave(std::min(n, gate_limit));
+}
+inline void gate::note_submitted(std::int64_t n) noexcept {
+  if (n > 0) submit(std::min(n, gate_limit));
+}
 
 }  // namespace sluice
 
