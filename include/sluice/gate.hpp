@@ -251,12 +251,13 @@ class gate : public detail::waiting_forms<gate> {
   bool wait_admit(std::int64_t n, std::chrono::steady_clock::time_point deadline);
   void wait_ended(detail::wait_end end, bool waited) noexcept;
 
+  bool try_admit_outside(std::int64_t n) noexcept;  // try_admit(n) of an n outside [1, gate_limit]
+
   // The bodies the unit and weighted calls share (inline, below), n in [1, gate_limit]: one try
   // each (*_try), and the call made of it. enter_try admits n within what try_admit admits below
   // (Queue: the grant loop's, within the cap whatever the queue mark), counting nothing but the
   // peak.
   bool try_enter(std::int64_t n) noexcept;  // try_admit's, counted in the tally
-  bool try_admit_outside(std::int64_t n) noexcept;  // try_admit(n) of n outside [1, gate_limit]
   void leave(std::int64_t n) noexcept;      // note_done's
   void submit(std::int64_t n) noexcept;     // note_submitted's
   template <bool Queue>
