@@ -443,6 +443,13 @@ class permit {
   std::int64_t units_ = 0;
 };
 
+namespace detail {
+// Whether a weight is one the inline bodies take, in [1, gate_limit]: one compare.
+constexpr bool weight_in_range(std::int64_t n) noexcept {
+  return static_cast<std::uint64_t>(n) - 1 < std::uint64_t{gate_limit};
+}
+}  // namespace detail
+
 // ---- sluice::gate's inline calls: the unit calls and the bodies every call shares --------------
 //
 // Ordering pairs (lib/gate.cpp lists them all, with the waiting marks'): (1) note_done's
@@ -532,7 +539,7 @@ template <bool Queue>
 // outside [1, gate_limit] (admit_now) and a CAS that lost (admit_now_contended, which backs off
 // first, as try_admit's does) go on in the library.
 [[gnu::always_inline]] inline bool gate::first_try(std::int64_t n) noexcept {
-  if (static_cast<std::uint64_t>(n) - 1 >= std::uint64_t{gate_limit}) [[unlikely]] return admit_now(n);
+  if (!detail::weight_in_range(n)) [[unlikely]] return admit_now(n);
   std::uint64_t word = word_.load(std::memory_order_relaxed);  // orders nothing: the CAS is (2)
   bool admitted;
   if (!enter_try<false>(n, word, admitted)) [[unlikely]] return admit_now_contended(n, word);
@@ -549,7 +556,7 @@ inline void gate::note_submitted() noexcept { submit(1); }
 // (note_submitted), takes away what is there (note_done), or is refused (try_admit, in the
 // library with the weights of zero and below).
 inline bool gate::try_admit(std::int64_t n) noexcept {
-  if (static_cast<std::uint64_t>(n) - 1 >= std::uint64_t{gate_limit}) [[unlikely]] return try_admit_outside(n);
+  if (!detail::weight_in_range(n)) [[unlikely]] return try_admit_outside(n);
   return try_enter(n);
 }
 inline void gate::note_done(std::int64_t n) noexcept {
