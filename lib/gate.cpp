@@ -363,17 +363,6 @@ bool gate::try_admit_outside(std::int64_t n) noexcept {
   return admitted_by_try();
 }
 
-namespace {
-// Programs built against the earlier headers of this version (0.2) call the weighted calls out
-// of line: taking their addresses here makes the library emit a copy of each, exported as
-// before, so that those programs still load and run (the soname changes only with the ABI).
-[[gnu::used]] const struct {
-  bool (gate::*try_admit)(std::int64_t) noexcept;
-  void (gate::*note_done)(std::int64_t) noexcept;
-  void (gate::*note_submitted)(std::int64_t) noexcept;
-} weighted_calls_exported{&gate::try_admit, &gate::note_done, &gate::note_submitted};
-}  // namespace
-
 bool gate::refused(std::uint64_t word) noexcept {
   const detail::tally k = closed_word(word) ? detail::tally::closed : detail::tally::refused;
   if (!detail::tally_here(tally_, k)) count(k);

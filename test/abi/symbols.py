@@ -1,0 +1,43 @@
+"""Whether libsluice.so still exports every function and object that the first build of its
+soname exported: a program built against earlier headers of the same soname calls them.
+
+Usage: symbols.py LIBRARY BASELINE_DIR [--write]
+LIBRARY is the built libsluice.so.X.Y.Z; BASELINE_DIR holds libsluice.so.X.Y.symbols, the
+mangled names of the soname's strong definitions in namespace sluice (nm's T, D, B and R), one
+a line, sorted. A name missing from the library fails the test: removing or changing a call that
+the library exports breaks the ABI, and takes a new soname (the project's minor version) and a
+new baseline. Names the library exports beyond the baseline are fine (new calls). A library whose
+soname has no baseline fails too, naming the command that writes one (--write).
+Weak definitions are left out: the library emits those for inline functions that a program
+compiles for itself, and which of them it emits depends on the optimizer.
+"""
+import os
+import re
+import subprocess
+import sys
+
+library, baseline_dir = sys.argv[1], sys.argv[2]
+soname = re.sub(r"(\.so\.\d+\.\d+)\.\d+$", r"\1", os.path.basename(library))
+baseline = os.path.join(baseline_dir, soname + ".symbols")
+out = subprocess.run(["nm", "-D", "--defined-only", library], check=True, capture_output=True, text=True).stdout
+exported = sorted({f[2] for f in (line.split() for line in out.splitlines())
+                   if len(f) == 3 and f[1] in "TDBR" and "6sluice" in f[2]})
+
+if "--write" in sys.argv[3:]:
+    with open(baseline, "w") as f:
+        f.write("\n".join(exported) + "\n")
+    print(f"wrote {baseline}: {len(exported)} names")
+    sys.exit(0)
+if not os.path.exists(baseline):
+    print(f"FAILED: no baseline for {soname}; a new soname's first build writes it:\n"
+          f"  python3 test/abi/symbols.py {library} test/abi --write")
+    sys.exit(1)
+with open(baseline) as f:
+    expected = [line.strip() for line in f if line.strip()]
+missing = sorted(set(expected) - set(exported))
+demangled = subprocess.run(["c++filt"], input="\n".join(missing), capture_output=True, text=True).stdout.split("\n")
+for name, readable in zip(missing, demangled):
+    print(f"FAILED: {soname} no longer exports {name} ({readable})")
+print(f"{soname}: {len(expected) - len(missing)} of the baseline's {len(expected)} names exported, "
+      f"{len(set(exported) - set(expected))} new")
+sys.exit(1 if missing else 0)
