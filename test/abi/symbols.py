@@ -7,9 +7,10 @@ mangled names of what the soname exports for programs, one a line, sorted: its s
 definitions in namespace sluice (nm's T, D, B and R), and the weak ones (W, V) of the class
 templates that the installed headers under INCLUDE_DIR declare `extern template` (their members,
 vtables and typeinfo, which programs take from the library). A name missing from the library
-fails the test: removing or changing what the library exports breaks the ABI, and takes a new
-soname (the project's minor version) and a new baseline. Names beyond the baseline are fine (new
-calls). A library whose soname has no baseline fails too, naming the command that writes one
+fails the test. If an installed header (include/sluice) declares it, programs may call it, and
+its loss breaks the ABI: that takes a new soname (the project's minor version) and a new baseline.
+If only the library's own headers (lib/) declare it, no program can call it: delete its line.
+Names beyond the baseline are fine (new calls). A library whose soname has no baseline fails too, naming the command that writes one
 (--write). Other weak definitions are left out: the library emits those for inline functions that
 a program compiles for itself, and which of them it emits depends on the optimizer.
 The names are GCC's with libstdc++ (test/abi/meson.build runs it there alone).
@@ -50,4 +51,8 @@ for name, readable in zip(missing, demangled):
     print(f"FAILED: {soname} no longer exports {name} ({readable})")
 print(f"{soname}: {len(expected) - len(missing)} of the baseline's {len(expected)} names exported, "
       f"{len(set(exported) - set(expected))} new")
+if missing:
+    print(f"Each name above that include/sluice declares breaks the ABI: give the project a new minor\n"
+          f"version (a new soname) and write its baseline (--write). One that only lib/ declares no\n"
+          f"program can call: delete its line from {baseline}.")
 sys.exit(1 if missing else 0)
