@@ -10,9 +10,10 @@ vtables and typeinfo, which programs take from the library). A name missing from
 fails the test. If an installed header (include/sluice) declares it, programs may call it, and
 its loss breaks the ABI: that takes a new soname (the project's minor version) and a new baseline.
 If only the library's own headers (lib/) declare it, no program can call it: delete its line.
-Names beyond the baseline are fine (new calls). A library whose soname has no baseline fails too, naming the command that writes one
-(--write). Other weak definitions are left out: the library emits those for inline functions that
-a program compiles for itself, and which of them it emits depends on the optimizer.
+Names beyond the baseline are fine (new calls). A library whose soname has no baseline fails
+too, naming the command that writes one (--write). Other weak definitions are left out: the
+library emits those for inline functions that a program compiles for itself, and which of them
+it emits depends on the optimizer.
 The names are GCC's with libstdc++ (test/abi/meson.build runs it there alone).
 """
 import os
