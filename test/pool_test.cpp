@@ -2,14 +2,18 @@
 // seed does not test. Every case runs against sluice::pool with its thread caches on and off and
 // against the reference model sluice::mutex_pool.
 #include <malloc.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <new>
+#include <span>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -645,6 +649,159 @@ TEST_CASE("decay reaches another thread's cache at that thread's next call") {
   to_thread.push(0);
   other.join();
   check_rows_sum_to_totals(p);
+}
+
+namespace {
+// The signal the decay-signal cases lend the library; none of the suite's other cases use one.
+int test_decay_signal() { return SIGRTMIN + 4; }
+
+// Whether none of the whole pages inside [p, p + n) is resident (mincore).
+bool pages_gone(const std::byte* p, std::size_t n) {
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+  const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(p) + n) / page * page;
+  std::vector<unsigned char> in((end - begin) / page);
+  REQUIRE(mincore(reinterpret_cast<void*>(begin), end - begin, in.data()) == 0);
+  for (const unsigned char v : in) {
+    if ((v & 1) != 0) return false;
+  }
+  return true;
+}
+
+// Waits, up to a minute, for pred; answers it.
+template <class F>
+bool eventually(F pred) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+}  // namespace
+
+TEST_CASE("set_decay_signal takes 0 or a real-time signal the program left to it, and refuses the rest") {
+  CHECK_THROWS_AS(sluice::set_decay_signal(SIGINT), std::invalid_argument);
+  CHECK_THROWS_AS(sluice::set_decay_signal(-1), std::invalid_argument);
+  CHECK_THROWS_AS(sluice::set_decay_signal(SIGRTMAX + 1), std::invalid_argument);
+  const int taken = SIGRTMIN + 5;
+  struct sigaction mine {};
+  mine.sa_handler = [](int) {};
+  sigemptyset(&mine.sa_mask);
+  struct sigaction before {};
+  REQUIRE(sigaction(taken, &mine, &before) == 0);
+  CHECK_THROWS_AS(sluice::set_decay_signal(taken), std::invalid_argument);
+  mine.sa_handler = SIG_IGN;  // ignored is the program's choice too
+  REQUIRE(sigaction(taken, &mine, nullptr) == 0);
+  CHECK_THROWS_AS(sluice::set_decay_signal(taken), std::invalid_argument);
+  REQUIRE(sigaction(taken, &before, nullptr) == 0);
+  sluice::set_decay_signal(test_decay_signal());
+  sluice::set_decay_signal(test_decay_signal());  // its own handler: taken again
+  struct sigaction now {};
+  REQUIRE(sigaction(test_decay_signal(), nullptr, &now) == 0);
+  CHECK((now.sa_flags & SA_RESTART) != 0);  // a system call it cuts short resumes where it can
+  sluice::set_decay_signal(0);
+}
+
+TEST_CASE("with a decay signal, a sleeping thread's cache gives its pages back, and its buffers stay good") {
+  // docs/pool.md, DECAY: a step signals a thread whose cache sat unused since before the step
+  // before; its handler gives back the whole pages of the buffers the cache holds.
+  constexpr std::size_t size = 64 << 10;
+  sluice::set_decay_signal(test_decay_signal());
+  sluice::pool p{pool_options{.bound = 1024, .decay = 1h}};
+  channel<int> to_thread{1}, from_thread{1};
+  std::vector<const std::byte*> kept;
+  std::thread other([&] {
+    std::vector<buffer> held;
+    for (int i = 0; i < 8; ++i) {
+      held.push_back(p.acquire(size));
+      fill(std::span(held.back().data(), size), 7);
+      kept.push_back(held.back().data());
+    }
+    for (auto& b : held) p.retire(std::move(b));  // into its own cache, some of it
+    from_thread.push(0);
+    to_thread.pop();  // asleep, on a condition variable
+    for (int i = 0; i < 8; ++i) {
+      held[i] = p.acquire(size);  // the cache's first (the steps freed what its exit would not)
+      fill(std::span(held[i].data(), size), 8);  // its pages back, written
+    }
+    for (int i = 0; i < 8; ++i) CHECK(first_difference(std::span(held[i].data(), size), 8) == size);
+    for (auto& b : held) p.retire(std::move(b));
+    from_thread.push(0);
+  });
+  from_thread.pop();
+  const auto t = decay_clock::now();
+  CHECK(p.decay(t + 31min));  // sees the thread's cache used since the step before
+  CHECK(p.released_idle_bytes() == 0);
+  CHECK(p.decay(t + 61min));  // unused since before step 1: the thread is asked
+  REQUIRE(eventually([&] { return p.released_idle_bytes() > 0; }));
+  // What the thread's cache holds stays retained, without its pages: a 64 KiB buffer has 15 or
+  // 16 whole pages. The step freed what the cache had moved to the shared stack (decayed).
+  const std::size_t cached = p.retained();
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  CHECK(cached > 0);
+  CHECK(cached + row_for(p.class_stats(), size).decayed == 8);
+  CHECK(p.released_idle_bytes() >= cached * (size - page));
+  CHECK(p.released_idle_bytes() <= cached * size);
+  if (!sluice_test::emulated) {  // an emulator may keep pages it was told it could drop
+    std::size_t gone = 0;
+    for (const std::byte* b : kept) gone += pages_gone(b, size) ? 1 : 0;
+    CHECK(gone >= cached);
+  }
+  const std::uint64_t released = p.released_idle_bytes();
+  CHECK(p.decay(t + 91min));  // still asleep, already asked: not again
+  CHECK(p.decay(t + 121min));
+  to_thread.push(0);
+  from_thread.pop();
+  other.join();
+  CHECK(p.released_idle_bytes() == released);
+  CHECK(p.retained() == 8);  // the exit put the cache's buffers on the shared stack
+  check_rows_sum_to_totals(p);
+  sluice::set_decay_signal(0);
+}
+
+TEST_CASE("a decay signal that lands while its thread takes and writes takes no byte the thread uses") {
+  // The handler interrupts its thread anywhere, on the inline paths too: a buffer the thread took
+  // and wrote must keep every byte. Each round the thread sleeps, a step sees its cache unused,
+  // and the next step asks it just as it wakes to work.
+  constexpr std::size_t size = 16 << 10;
+  sluice::set_decay_signal(test_decay_signal());
+  sluice::pool p{pool_options{.bound = 1024, .decay = 1h}};
+  channel<int> to_thread{1}, from_thread{1};
+  const int rounds = sluice_test::reduced ? 60 : 300;
+  std::thread other([&] {
+    std::vector<buffer> held;
+    for (int round = 0;; ++round) {
+      if (to_thread.pop() < 0) return;
+      for (int i = 0; i < 64; ++i) {
+        for (int j = 0; j < 4; ++j) {
+          held.push_back(p.acquire(size));
+          fill(std::span(held.back().data(), size), static_cast<std::uint64_t>(round * 1000 + i * 4 + j));
+        }
+        for (int j = 0; j < 4; ++j) {
+          REQUIRE(first_difference(std::span(held[j].data(), size), static_cast<std::uint64_t>(round * 1000 + i * 4 + j)) == size);
+        }
+        for (auto& b : held) p.retire(std::move(b));
+        held.clear();
+      }
+      from_thread.push(0);
+    }
+  });
+  const auto t = decay_clock::now();
+  int step = 0;
+  for (int round = 0; round < rounds; ++round) {
+    to_thread.push(round);
+    from_thread.pop();
+    CHECK(p.decay(t + ++step * 31min));  // sees it used
+    to_thread.push(round);               // it wakes
+    CHECK(p.decay(t + ++step * 31min));  // and is asked as it works
+    from_thread.pop();
+  }
+  to_thread.push(-1);
+  other.join();
+  MESSAGE("pages given back in " << rounds << " rounds: " << p.released_idle_bytes() << " bytes");
+  check_rows_sum_to_totals(p);
+  sluice::set_decay_signal(0);
 }
 
 TEST_CASE_TEMPLATE("decay steps race with traffic, trims and exits: nothing handed twice, nothing lost", P, POOLS) {

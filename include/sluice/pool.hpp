@@ -17,6 +17,7 @@
 //   set_enabled(b)  off: take answers nothing, retire frees, and trim() runs
 //   decay()         with pool_options::decay set, a step of it, for a timer of the program to
 //                   call: frees what has sat unused for about that long (docs/pool.md, DECAY)
+//   set_decay_signal(s)  lets the steps reach sleeping threads' caches, by signal s (Linux)
 //   enabled(), retained(), stats()  the switch, the buffers held now, the statistics
 //   class_stats()   the statistics per size class, with each dropped retire's reason
 //
@@ -100,6 +101,9 @@ class pool {
   // A step of decay when one is due (half the decay after the last): frees what has sat unused
   // since before the step before; false when none was due, or decay is off. docs/pool.md, DECAY.
   bool decay(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) noexcept;
+  // With a decay signal set (set_decay_signal, below): the bytes whose pages sleeping threads
+  // gave back from what their caches hold, since the pool was made.
+  [[nodiscard]] std::uint64_t released_idle_bytes() const noexcept;
 
  private:
   friend struct detail::exact_class;
@@ -119,6 +123,16 @@ class pool {
   alignas(64) detail::atomic<std::uint64_t> state_;
   detail::pool_core* core_;  // owned; its control block outlives ~pool while threads refer to it
 };
+
+// Lets decay reach the caches of threads that have stopped calling their pools: each decay step
+// signals, with signal `signo`, every other thread whose cache of that pool holds buffers unused
+// since before the step before, and the handler, on that thread, gives the buffers' whole pages
+// back to the system (the buffers themselves are freed at the thread's next call, or its exit).
+// A real-time signal the program leaves to sluice (SIGRTMIN to SIGRTMAX, with the default
+// disposition or sluice's): anything else throws std::invalid_argument, and only on Linux. 0, the
+// default: no signals. Process-wide; a thread that blocks the signal keeps its pages until it
+// unblocks it. docs/pool.md, DECAY, has the rule and what it costs.
+void set_decay_signal(int signo);
 
 // pool's twin over one std::mutex, call for call: the baseline and the tests' reference model.
 class mutex_pool {

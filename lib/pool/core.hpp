@@ -32,6 +32,7 @@
 // `generation` counts the trims begun; a cache that finds it moved frees what it holds.
 #pragma once
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <array>
@@ -271,6 +272,16 @@ struct cache {
   };
   std::unique_ptr<use_seen[]> seen;
   std::uint32_t synced_step = 0;
+  // A sleeping thread's pages (sleepers.cpp): the thread a thread cache belongs to (set before
+  // the cache enters the registry); the magazines' uses as the decay steps last saw them and the
+  // step before the one that saw them move (the steps', under decay_mutex and admin_mutex); the
+  // uses when its thread's handler last gave back the pages (the handler writes, the steps read);
+  // and the request, release_idle/asked/running/closed.
+  pthread_t thread{};
+  std::uint64_t quiet_uses = 0;
+  std::uint32_t quiet_since = 0;
+  detail::atomic<std::uint64_t> released_uses{~std::uint64_t{0}};
+  detail::atomic<std::uint32_t> release{0};
   counters counts;
   const std::size_t class_rows_count;   // the core's classes, and the row above the ceiling
   cache* prev = nullptr;                // the core's registry, under admin_mutex
@@ -408,6 +419,8 @@ struct pool_core final : fork_aware {
   detail::mutex decay_mutex;
   detail::atomic<std::uint64_t> decayed_bytes{0};
   std::uint64_t decayed_bytes_returned = 0;
+  // The bytes whose pages sleeping threads' handlers gave back (sleepers.cpp; fetch_add).
+  detail::atomic<std::uint64_t> released_idle_bytes{0};
   // The row that counts a request or a capacity of n.
   std::size_t row_of(std::size_t n) const noexcept { return n <= classes.ceiling() ? classes.of(n) : classes.count(); }
 };
@@ -596,5 +609,45 @@ cache* own_cache_after_fork(const pool_core& c) noexcept;
 // its pool (or lets it go, if the pool is gone). Run by a thread_local destructor; the
 // deterministic tests call it to drive a thread's exit under their scheduler.
 void release_thread_caches() noexcept;
+
+// ---- a sleeping thread's pages (pool/sleepers.cpp, pool/thread_caches.cpp) ----------------------
+
+// Marks the calling thread as inside the library's general path for its lifetime (nested ones
+// count), where a decay signal's handler must not read the thread's caches, which the path may be
+// changing; the handler then leaves the request for a later step. Every general call that may
+// touch its thread's caches holds one (pool.cpp: take_any, retire_any, catch_up_own, trim, decay,
+// set_enabled, ~pool; the thread's exit; a fork's prepare to its handlers, by hand).
+class in_general_path {
+ public:
+  in_general_path() noexcept;
+  ~in_general_path();
+  in_general_path(const in_general_path&) = delete;
+  in_general_path& operator=(const in_general_path&) = delete;
+  static void enter() noexcept;
+  static void leave() noexcept;
+};
+
+// cache::release, a request to a thread to give back the pages of what its cache holds.
+inline constexpr std::uint32_t release_idle = 0;     // none
+inline constexpr std::uint32_t release_asked = 1;    // a step signalled the thread
+inline constexpr std::uint32_t release_running = 2;  // its handler is at it
+inline constexpr std::uint32_t release_closed = 3;   // the pool is gone: never again
+
+// Gives the whole pages inside [p, p + n) back to the system (MADV_DONTNEED): their bytes read
+// as zeros afterwards. Answers how many bytes it gave. Async-signal-safe.
+std::size_t give_back_pages(std::byte* p, std::size_t n) noexcept;
+
+// A decay step's last part: asks each other thread whose cache of the pool holds buffers unused
+// since before the step before `step` to give back their pages, by the signal set with
+// set_decay_signal; nothing when none is set. Under decay_mutex.
+void ask_sleepers(pool_core& c, std::uint32_t step) noexcept;
+
+// ~pool's: no handler reads tc from here on, and none still does (waits for one that runs).
+void close_release(cache& tc) noexcept;
+
+// The handler's work, on the signalled thread: if `target` is one of this thread's caches, asked,
+// and the thread is outside the general path, gives back the whole pages of the buffers its
+// magazines hold (thread_caches.cpp).
+void release_idle_pages(const void* target) noexcept;
 
 }  // namespace sluice::detail

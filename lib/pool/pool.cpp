@@ -458,6 +458,7 @@ void leave(const caller& k) noexcept {
 // The calls that neither take nor retire bring the caller's own cache up to date the same way,
 // without making one.
 void catch_up_own(core& c) noexcept {
+  const detail::in_general_path guard;
   if (cache* tc = detail::cache_of_this_thread(c, /*make=*/false)) detail::bring_up_to_date(c, *tc);
 }
 
@@ -555,6 +556,7 @@ bool retire_off_class(caller& k, std::size_t cls, held h) noexcept {
 // Every rule, every kind of buffer and thread. An exact take looks only at the class of size,
 // and only at its own-size buffers.
 held take_any(core& c, std::size_t size, bool exact) {
+  const detail::in_general_path guard;
   caller k = enter(c);
   held found;
   const auto& classes = c.classes;
@@ -587,6 +589,7 @@ held take_any(core& c, std::size_t size, bool exact) {
 }
 
 void retire_any(core& c, held h) noexcept {
+  const detail::in_general_path guard;
   if (h.data == nullptr) return catch_up_own(c);  // nothing to keep; a call all the same
   caller k = enter(c);
   const auto& classes = c.classes;
@@ -674,7 +677,9 @@ void adopt_class_counts(core& c) noexcept {
 // held at the fork (take_over_cpu_caches has forgotten them); the others are whole. The bound's
 // count and retained_bytes are then made exact again from what the child can reach.
 void adopt_after_fork(core& c) noexcept {
-  const cache* mine = detail::own_cache_after_fork(c);
+  cache* mine = detail::own_cache_after_fork(c);
+  // A request to this thread in flight at the fork: the child has no pending signal.
+  if (mine != nullptr) mine->release.store(detail::release_idle, std::memory_order_relaxed);
   for (cache* tc = c.registry; tc != nullptr;) {
     cache* const next = tc->next;
     tc->pins = 0;  // the trims that pinned it are the parent's
@@ -980,6 +985,7 @@ detail::pool_core::~pool_core() { leave(); }
 // pool lives, a fresh stamp makes every seated thread's next call miss inline, see `forking` and
 // wait.
 void detail::pool_core::lock_for_fork() noexcept {
+  detail::in_general_path::enter();  // left in the handlers below
   decay_mutex.lock();  // a step in flight ends first: it waits on nothing the fork holds
   forking.store(1, std::memory_order_relaxed);  // (L3)
   detail::hold_cpu_caches(*this);
@@ -1000,6 +1006,7 @@ void detail::pool_core::unlock_in_parent() noexcept {
   detail::let_go_cpu_caches(*this);
   detail::lower_fork_flag(*this);
   decay_mutex.unlock();
+  detail::in_general_path::leave();
 }
 
 void detail::pool_core::unlock_in_child() noexcept {
@@ -1012,6 +1019,7 @@ void detail::pool_core::unlock_in_child() noexcept {
   detail::let_go_cpu_caches(*this);
   detail::lower_fork_flag(*this);
   decay_mutex.unlock();
+  detail::in_general_path::leave();
 }
 
 // ---- the public calls ---------------------------------------------------------------------------
@@ -1020,12 +1028,14 @@ pool::pool(pool_options options)
     : state_(fresh_stamp() | (options.enabled ? detail::enabled_bit : 0)), core_(new core(options, state_)) {}
 
 pool::~pool() {
+  const detail::in_general_path guard;
   core& c = *core_;
   bool last = false;
   {
     std::lock_guard lock(c.admin_mutex);  // (M)
     c.alive.store(false, std::memory_order_relaxed);
     for (cache* tc = c.registry; tc != nullptr; tc = tc->next) {
+      detail::close_release(*tc);  // another thread's handler may be reading it (sleepers.cpp)
       caller k{c, tc, 0};
       detail::empty_cache(k, /*keep=*/false);
       tc->free_slots = {};  // the slot table goes below
@@ -1070,6 +1080,7 @@ void detail::exact_class::deallocate(pool& p, void* block, std::size_t size) noe
 }
 
 void pool::set_enabled(bool on) noexcept {
+  const detail::in_general_path guard;
   core& c = *core_;
   if (on) {
     // Relaxed: publishes nothing; a fresh stamp so that no earlier word comes back.
@@ -1091,6 +1102,7 @@ bool pool::enabled() const noexcept {
 }
 
 void pool::trim() noexcept {
+  const detail::in_general_path guard;
   core& c = *core_;
   caller k{c, detail::cache_of_this_thread(c, /*make=*/false), 0};
   k.state = restamp(c, [](std::uint64_t w) { return w + detail::one_trim; }, std::memory_order_seq_cst);  // (T1)
@@ -1121,6 +1133,7 @@ void pool::trim() noexcept {
 void pool::trim(double share) noexcept {
   if (!(share > 0)) return catch_up_own(*core_);  // NaN too: nothing, but a call all the same
   if (share >= 1) return trim();
+  const detail::in_general_path guard;
   core& c = *core_;
   const std::size_t target = detail::share_of(stats().retained_bytes, share);
   caller k{c, detail::cache_of_this_thread(c, /*make=*/false), 0};
@@ -1149,6 +1162,7 @@ void pool::trim(double share) noexcept {
 // the last step asked, the allocator is asked to return free pages. One step at a time: a call
 // that finds another running answers false.
 bool pool::decay(std::chrono::steady_clock::time_point now) noexcept {
+  const detail::in_general_path guard;
   core& c = *core_;
   std::unique_lock lock(c.decay_mutex, std::defer_lock);
   if (!c.decay.on() || !lock.try_lock() || !c.decay.claim(now)) {
@@ -1168,6 +1182,7 @@ bool pool::decay(std::chrono::steady_clock::time_point now) noexcept {
   restamp(c, [](std::uint64_t w) { return w; }, std::memory_order_release);
   detail::catch_up_free_cpu_caches(c);
   catch_up_own(c);
+  detail::ask_sleepers(c, step);  // with a decay signal set: the other threads' caches at rest
   // Relaxed: a sum; a free counted late is returned at the next step.
   if (const std::uint64_t freed = c.decayed_bytes.load(std::memory_order_relaxed); freed != c.decayed_bytes_returned) {
     c.decayed_bytes_returned = freed;
@@ -1177,6 +1192,11 @@ bool pool::decay(std::chrono::steady_clock::time_point now) noexcept {
 }
 
 std::size_t pool::retained() const noexcept { return stats().retained; }
+
+std::uint64_t pool::released_idle_bytes() const noexcept {
+  // Relaxed: a sum, exact once the handlers it counts have returned.
+  return core_->released_idle_bytes.load(std::memory_order_relaxed);
+}
 
 pool_stats pool::stats() const noexcept {
   core& c = *core_;

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
+#include <csignal>
 #include <mutex>
 #include <new>
 #include <type_traits>
@@ -44,6 +45,9 @@ struct thread_caches {
   std::array<directory_entry, directory_ways> directory{};
   cache* caches = nullptr;  // the list
   bool torn_down = false;          // the reaper has run: calls from later destructors go uncached
+  // The general paths the thread is in (in_general_path). volatile sig_atomic_t: the thread's
+  // own signal handler reads it; the signal fences order it with the path's other accesses.
+  volatile std::sig_atomic_t in_general = 0;
 };
 
 // The initial-exec TLS that sluice/detail/this_thread_front.hpp promises stays under 200 bytes.
@@ -64,6 +68,7 @@ constinit thread_local thread_caches tls_caches __attribute__((tls_model("initia
 struct reaper {
   void arm() noexcept {}
   ~reaper() {
+    const in_general_path guard;
     release_thread_caches();
     tls_caches.torn_down = true;
   }
@@ -175,6 +180,7 @@ void take_seat(cache& tc) noexcept {
 
 cache* make_cache(pool_core& c) {
   auto* tc = new cache(c, cache::kind::thread);
+  tc->thread = pthread_self();
   take_seat(*tc);
   std::lock_guard lock(c.admin_mutex);  // (M)
   tc->next = c.registry;
@@ -208,6 +214,58 @@ void give_back(cache* tc) noexcept {
   }
   if (!pinned) delete tc;  // touches nothing of the core, which another thread may free from here on
   if (last) delete &c;
+}
+
+in_general_path::in_general_path() noexcept { enter(); }
+in_general_path::~in_general_path() { leave(); }
+
+void in_general_path::enter() noexcept {
+  auto& depth = this_thread().in_general;
+  depth = depth + 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // before the path touches the caches
+}
+
+void in_general_path::leave() noexcept {
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // after the path is done with them
+  auto& depth = this_thread().in_general;
+  depth = depth - 1;
+}
+
+// Runs in a signal handler, on the thread that owns the caches it reads: it interrupts that
+// thread between any two instructions, so what it reads is the thread's own writes, as the
+// signal fences order them. Outside the general path the thread's caches change only on the
+// inline paths, which move a magazine's count and items and never free a magazine; there a
+// buffer below the count read is retained, or being answered to a take that has not yet touched
+// it, or retired by a caller done with it (sluice/detail/pool_cache.hpp): its bytes are nobody's,
+// and MADV_DONTNEED leaves it valid memory that reads as zeros and gets pages again when written.
+// Only madvise (async-signal-safe) and lock-free atomics here.
+void release_idle_pages(const void* target) noexcept {
+  thread_caches& me = this_thread();
+  for (cache* tc = me.caches; tc != nullptr; tc = tc->next_of_thread) {
+    if (tc != target) continue;
+    std::uint32_t asked = release_asked;
+    if (me.in_general != 0) {  // the path may be changing them: a later step asks again
+      // Relaxed: the request is the step's and this thread's; it publishes nothing.
+      tc->release.compare_exchange_strong(asked, release_idle, std::memory_order_relaxed);
+      return;
+    }
+    // Relaxed: what this reads is its own thread's; (W) below orders the pages with ~pool.
+    if (!tc->release.compare_exchange_strong(asked, release_running, std::memory_order_relaxed)) return;
+    std::uint64_t uses = 0, bytes = 0;
+    tc->for_each_magazine([&](std::size_t, magazine& m) {
+      uses += m.takes.load(std::memory_order_relaxed) + m.retires.load(std::memory_order_relaxed);
+      const std::uint64_t n = m.count.load(std::memory_order_relaxed);
+      for (std::uint64_t i = 0; i < n; ++i) bytes += give_back_pages(m.items[i], m.capacity);
+    });
+    // Relaxed: a hint for the steps (a stale one asks once more, or once less until the next use).
+    tc->released_uses.store(uses, std::memory_order_relaxed);
+    // Relaxed: a sum (released_idle_bytes()); the cache keeps the core alive.
+    tc->core.released_idle_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    // (W) release: pairs with close_release's acquire, so that ~pool frees these buffers only
+    // after their madvise returned.
+    tc->release.store(release_idle, std::memory_order_release);
+    return;
+  }
 }
 
 void unlink(pool_core& c, cache& tc) noexcept {

@@ -22,6 +22,7 @@
 // below its places fails a retire.
 #pragma once
 
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -70,13 +71,21 @@ struct magazine {
 // that. Only the magazine's user writes it (the owning thread, or a CPU cache's holder), so these
 // are plain loads and stores, relaxed (sluice/pool.hpp's inline paths and the library's general
 // ones share them).
+//
+// The signal fences cost no instruction: they keep the compiler from moving the caller's own
+// accesses to the buffer across the count's store, for a decay signal's handler that may
+// interrupt this thread anywhere and give back the pages of the buffers items[0, count) holds
+// (lib/pool/sleepers.cpp): a buffer below the count it reads is one the caller has not yet
+// touched after its take, or no longer touches after its retire.
 [[gnu::always_inline]] inline std::byte* pop_from(magazine& m, std::uint64_t n) noexcept {
   m.count.store(n - 1, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // the caller's use of the buffer comes after
   m.takes.store(m.takes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return m.items[n - 1];
 }
 [[gnu::always_inline]] inline void push_onto(magazine& m, std::uint64_t n, std::byte* data) noexcept {
   m.items[n] = data;
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // the caller's use of data, and items[n], come before
   m.count.store(n + 1, std::memory_order_relaxed);
   m.retires.store(m.retires.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
