@@ -21,15 +21,19 @@
 // Prints the samples, each decay() call that ran a step and its time (it calls malloc_trim when
 // it freed anything), and when the resident memory first came within 10% of the pre-burst figure.
 //
+// --signal lends the pool a decay signal (sluice::set_decay_signal(SIGRTMIN)), so that the steps
+// reach the sleepers' caches too: their pages go back, the buffers stay until the exit.
+//
 // --warm runs the same burst once before the pre-burst reading (its workers exit, even for
 // sleepers), then trim() and malloc_trim(0): a baseline that holds what a pool keeps once it has
 // carried a burst (its slot table, which does not shrink) and the pages a burst touches besides.
 //
-//   decay_rss [--decay-ms=2000] [--mode=off|on] [--burst=main|threads|sleepers] [--warm]
+//   decay_rss [--decay-ms=2000] [--mode=off|on] [--burst=main|threads|sleepers] [--warm] [--signal]
 #include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -72,10 +76,11 @@ struct options {
   bool on = true;
   std::string burst = "main";
   bool warm = false;
+  bool signal = false;
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "decay_rss: %s\nusage: decay_rss [--decay-ms=N] [--mode=off|on] [--burst=main|threads|sleepers] [--warm]\n", why);
+  std::fprintf(stderr, "decay_rss: %s\nusage: decay_rss [--decay-ms=N] [--mode=off|on] [--burst=main|threads|sleepers] [--warm] [--signal]\n", why);
   std::exit(2);
 }
 
@@ -98,6 +103,8 @@ options parse(int argc, char** argv) {
       if (o.burst != "main" && o.burst != "threads" && o.burst != "sleepers") usage("--burst is main, threads or sleepers");
     } else if (a == "--warm") {
       o.warm = true;
+    } else if (a == "--signal") {
+      o.signal = true;
     } else {
       usage(("unknown argument " + a).c_str());
     }
@@ -189,6 +196,7 @@ int main(int argc, char** argv) {
   const options o = parse(argc, argv);
   const milliseconds d{o.decay_ms};
   const milliseconds tick = d / 20;
+  if (o.signal) sluice::set_decay_signal(SIGRTMIN);
   const clock_type::time_point made = clock_type::now();
   sluice::pool p{{.bound = buffers, .decay = o.on ? d : milliseconds{0}}};
 
@@ -256,8 +264,8 @@ int main(int argc, char** argv) {
   const clock_type::time_point idle = clock_type::now();
   for (step_time& s : steps) s.at_ms -= ms_between(made, idle);  // relative to idle, as the rest
 
-  std::printf("# decay_rss --decay-ms=%ld --mode=%s --burst=%s%s: %zu buffers of %zu KiB, bound %zu, %d workers\n",
-              o.decay_ms, o.on ? "on" : "off", o.burst.c_str(), o.warm ? " --warm" : "", buffers, buffer_bytes >> 10,
+  std::printf("# decay_rss --decay-ms=%ld --mode=%s --burst=%s%s%s: %zu buffers of %zu KiB, bound %zu, %d workers\n",
+              o.decay_ms, o.on ? "on" : "off", o.burst.c_str(), o.warm ? " --warm" : "", o.signal ? " --signal" : "", buffers, buffer_bytes >> 10,
               buffers, threaded ? workers : 0);
   std::printf("# pre-burst RSS %.2f MiB; after the fill %.2f MiB; the retires began %.0f ms after the pool was made and took %.1f ms\n",
               pre / mib, filled / mib, ms_between(made, retire_began), ms_between(retire_began, idle));
@@ -289,6 +297,7 @@ int main(int argc, char** argv) {
     sample(ms_between(idle, clock_type::now()));
   }
   if (exit_at < 0) idle_end_rss = last_rss;
+  if (o.signal) std::printf("# pages the sleeping threads gave back: %.2f MiB\n", static_cast<double>(p.released_idle_bytes()) / mib);
 
   if (o.on) {
     std::printf("# decay() calls that ran a step: at_ms (since idle began) took_ms retained before -> after\n");
