@@ -1519,5 +1519,15 @@ PYBIND11_MODULE(_sluice, m) {
 
   bind_pool<sluice::pool>(m, "Pool",
                           "A bounded pool of byte buffers: lock-free, with per-thread caches.");
+  m.attr("Pool").cast<py::class_<sluice::pool>>().def_property_readonly(
+      "released_idle_bytes", [](py::handle p) { return live<sluice::pool>(p).released_idle_bytes(); },
+      "With a decay signal set (set_decay_signal): the bytes whose pages sleeping threads gave back\n"
+      "from what their caches hold.");
+  m.def("set_decay_signal", [](int signo) { sluice::set_decay_signal(signo); }, py::arg("signo"),
+        "Lets Pool's decay steps reach the caches of threads that have stopped calling the pool: each\n"
+        "step signals such a thread with `signo`, a real-time signal (signal.SIGRTMIN to SIGRTMAX)\n"
+        "the program leaves to sluice, and its handler gives back the pages of what the cache holds.\n"
+        "0 (the default): off. Raises ValueError for any other signal, one the program handles or\n"
+        "ignores, and off Linux. Process-wide.");
   bind_pool<sluice::mutex_pool>(m, "MutexPool", "Pool's twin over one mutex: the same calls and answers.");
 }

@@ -19,6 +19,8 @@ monitor, from Python.
 
     p = sluice.Pool(bound=1024, ceiling=4 << 20)   # sluice.MutexPool alike
     b = p.acquire(n); memoryview(b)[:] = ...; p.retire(b)
+    p = sluice.Pool(decay=2.0); p.decay()  # a timer's step frees what sat unused about that long
+    sluice.set_decay_signal(signal.SIGRTMIN)  # steps reach sleeping threads' caches too (Linux)
 
     m = sluice.PressureMonitor("/proc/pressure/memory", cgroup=None)   # Linux's PSI, a cgroup's usage
     level = m.poll()                       # -> sluice.Pressure.OK, SOFT or HARD; m.level, m.reading
@@ -36,11 +38,13 @@ import weakref
 from sluice import _sluice
 from sluice._sluice import (AIMD, GATE_LIMIT, Buffer, GateClosed, GatePermit, GateStats, Gradient2, Limiter,
                             LimiterStats, MutexGatePermit, MutexPool, Outcome, Pool, PoolClassStats, PoolStats,
-                            Pressure, PressureMonitor, PressureReading, TimedPermit, Vegas, parse_psi)
+                            Pressure, PressureMonitor, PressureReading, TimedPermit, Vegas, parse_psi,
+                            set_decay_signal)
 
 __all__ = ["AIMD", "GATE_LIMIT", "Buffer", "Gate", "GateClosed", "GatePermit", "GateStats", "Gradient2", "Limiter",
            "LimiterStats", "MutexGate", "MutexGatePermit", "MutexPool", "Outcome", "Pool", "PoolClassStats",
-           "PoolStats", "Pressure", "PressureMonitor", "PressureReading", "TimedPermit", "Vegas", "parse_psi"]
+           "PoolStats", "Pressure", "PressureMonitor", "PressureReading", "TimedPermit", "Vegas", "parse_psi",
+           "set_decay_signal"]
 
 # admit_async waits on the gate's own queue of async waiters, as <sluice/asio.hpp> does, with an
 # event loop where Asio has an executor; it starts no thread. Each event loop that waits gets a

@@ -289,6 +289,14 @@ class _PoolCalls:  # what Pool and MutexPool both have (not a class at run time)
 class Pool(_PoolCalls):
     """A bounded pool of byte buffers: lock-free, with per-thread caches."""
 
+    @property
+    def released_idle_bytes(self) -> int: ...  # pages sleeping threads gave back (set_decay_signal)
+
+class _SetDecaySignal(Protocol):  # set_decay_signal's signature (a function: named below as test_stubs reads names)
+    def __call__(self, signo: SupportsIndex) -> None: ...
+
+set_decay_signal: _SetDecaySignal  # a real-time signal that lets decay reach sleeping threads' caches; 0: off
+
 class MutexPool(_PoolCalls):
     """Pool's twin over one mutex: the same calls and answers."""
 

@@ -6,6 +6,7 @@ them (the shared stacks alone) and on MutexPool. Buffers of a chosen capacity co
 pool that keeps nothing."""
 import math
 import random
+import signal
 import threading
 import time
 
@@ -253,3 +254,62 @@ def test_steps_race_other_threads_traffic(make):
         time.sleep(0.01)
     rows = check_rows(p)
     assert row(rows, 64).decayed == 1
+
+
+def test_a_decay_signal_reaches_a_sleeping_threads_cache():
+    # With a decay signal, a step signals a thread whose cache of the Pool sat unused since before
+    # the step before, and its handler gives back the pages of what the cache holds (the buffers
+    # stay, retained). The thread sleeps on an Event, in a wait the signal does not end.
+    size = 64 << 10
+    sluice.set_decay_signal(signal.SIGRTMIN + 4)
+    try:
+        p = sluice.Pool(bound=1024, decay=HOUR)
+        filled, wake, done = threading.Event(), threading.Event(), threading.Event()
+
+        def sleeper():
+            held = [p.acquire(size) for _ in range(8)]
+            for b in held:
+                memoryview(b)[:] = b"\x07" * size
+            for b in held:
+                p.retire(b)
+            filled.set()
+            wake.wait()
+            again = [p.acquire(size) for _ in range(8)]
+            for b in again:
+                memoryview(b)[:] = b"\x08" * size
+            assert all(bytes(memoryview(b)) == b"\x08" * size for b in again)
+            for b in again:
+                p.retire(b)
+            done.set()
+
+        t = threading.Thread(target=sleeper)
+        t.start()
+        assert filled.wait(60)
+        now = time.monotonic()
+        assert p.decay(now + 0.51 * HOUR)  # sees the cache used
+        assert p.released_idle_bytes == 0
+        assert p.decay(now + 1.01 * HOUR)  # unused since before the step before: asked
+        deadline = time.monotonic() + 60
+        while p.released_idle_bytes == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        cached = p.retained  # what the sleeper's cache holds, without its pages
+        assert cached > 0
+        assert (size - 4096) * cached <= p.released_idle_bytes <= size * cached
+        wake.set()
+        assert done.wait(60)
+        t.join()
+        assert p.retained == 8
+    finally:
+        sluice.set_decay_signal(0)
+
+
+@pytest.mark.parametrize("signo", [0.5, "1", None])
+def test_set_decay_signal_takes_an_int(signo):
+    with pytest.raises(TypeError):
+        sluice.set_decay_signal(signo)
+
+
+@pytest.mark.parametrize("signo", [signal.SIGINT, -1, signal.SIGRTMAX + 1])
+def test_set_decay_signal_refuses_what_is_not_a_real_time_signal(signo):
+    with pytest.raises(ValueError):
+        sluice.set_decay_signal(signo)
