@@ -36,6 +36,7 @@
 #include <sched.h>
 
 #include <array>
+#include <csignal>
 #include <atomic>
 #include <bit>
 #include <cstddef>
@@ -612,19 +613,29 @@ void release_thread_caches() noexcept;
 
 // ---- a sleeping thread's pages (pool/sleepers.cpp, pool/thread_caches.cpp) ----------------------
 
-// Marks the calling thread as inside the library's general path for its lifetime (nested ones
-// count), where a decay signal's handler must not read the thread's caches, which the path may be
-// changing; the handler then leaves the request for a later step. Every general call that may
-// touch its thread's caches holds one (pool.cpp: take_any, retire_any, catch_up_own, trim, decay,
-// set_enabled, ~pool; the thread's exit; a fork's prepare to its handlers, by hand).
+// The general paths the calling thread is in: a decay signal's handler must not read the thread's
+// caches there, which the path may be changing; it then leaves the request for a later step.
+// Every general call that may touch its thread's caches holds an in_general_path (pool.cpp:
+// take_any, retire_any, catch_up_own, trim, decay, set_enabled, ~pool; the thread's exit; a
+// fork's prepare to its handlers, by hand). volatile sig_atomic_t, in initial-exec TLS: the
+// thread's own handler reads it; the signal fences order it with the path's other accesses.
+extern constinit thread_local volatile std::sig_atomic_t tls_in_general_path __attribute__((tls_model("initial-exec")));
+
 class in_general_path {
  public:
-  in_general_path() noexcept;
-  ~in_general_path();
+  in_general_path() noexcept { enter(); }
+  ~in_general_path() { leave(); }
   in_general_path(const in_general_path&) = delete;
   in_general_path& operator=(const in_general_path&) = delete;
-  static void enter() noexcept;
-  static void leave() noexcept;
+  static void enter() noexcept {
+    tls_in_general_path = tls_in_general_path + 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // before the path touches the caches
+  }
+  static void leave() noexcept {
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // after the path is done with them
+    tls_in_general_path = tls_in_general_path - 1;
+  }
+  static bool inside() noexcept { return tls_in_general_path != 0; }
 };
 
 // cache::release, a request to a thread to give back the pages of what its cache holds.

@@ -29,6 +29,9 @@ namespace sluice::detail {
 
 // SLUICE_PER_THREAD_DECLARED: the Relacy checks' build, whose seam (test/relacy/seam) keeps each
 // modelled thread's state apart; no other build, nor any header a program includes, defines it.
+// One OS thread's, in every build: under Relacy its modelled threads share it, and only balance it.
+constinit thread_local volatile std::sig_atomic_t tls_in_general_path __attribute__((tls_model("initial-exec"))) = 0;
+
 #ifndef SLUICE_PER_THREAD_DECLARED
 constinit thread_local thread_front tls_front __attribute__((tls_model("initial-exec"))){};
 #endif
@@ -45,13 +48,10 @@ struct thread_caches {
   std::array<directory_entry, directory_ways> directory{};
   cache* caches = nullptr;  // the list
   bool torn_down = false;          // the reaper has run: calls from later destructors go uncached
-  // The general paths the thread is in (in_general_path). volatile sig_atomic_t: the thread's
-  // own signal handler reads it; the signal fences order it with the path's other accesses.
-  volatile std::sig_atomic_t in_general = 0;
 };
 
 // The initial-exec TLS that sluice/detail/this_thread_front.hpp promises stays under 200 bytes.
-static_assert(sizeof(thread_front) + sizeof(thread_caches) < 200);
+static_assert(sizeof(thread_front) + sizeof(thread_caches) + sizeof(tls_in_general_path) < 200);
 static_assert(std::is_trivially_destructible_v<thread_front> && std::is_trivially_destructible_v<thread_caches>);
 
 #ifdef SLUICE_PER_THREAD_DECLARED
@@ -216,21 +216,6 @@ void give_back(cache* tc) noexcept {
   if (last) delete &c;
 }
 
-in_general_path::in_general_path() noexcept { enter(); }
-in_general_path::~in_general_path() { leave(); }
-
-void in_general_path::enter() noexcept {
-  auto& depth = this_thread().in_general;
-  depth = depth + 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);  // before the path touches the caches
-}
-
-void in_general_path::leave() noexcept {
-  std::atomic_signal_fence(std::memory_order_seq_cst);  // after the path is done with them
-  auto& depth = this_thread().in_general;
-  depth = depth - 1;
-}
-
 // Runs in a signal handler, on the thread that owns the caches it reads: it interrupts that
 // thread between any two instructions, so what it reads is the thread's own writes, as the
 // signal fences order them. Outside the general path the thread's caches change only on the
@@ -244,7 +229,7 @@ void release_idle_pages(const void* target) noexcept {
   for (cache* tc = me.caches; tc != nullptr; tc = tc->next_of_thread) {
     if (tc != target) continue;
     std::uint32_t asked = release_asked;
-    if (me.in_general != 0) {  // the path may be changing them: a later step asks again
+    if (in_general_path::inside()) {  // the path may be changing them: a later step asks again
       // Relaxed: the request is the step's and this thread's; it publishes nothing.
       tc->release.compare_exchange_strong(asked, release_idle, std::memory_order_relaxed);
       return;
