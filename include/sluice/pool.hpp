@@ -125,8 +125,8 @@ class pool {
 };
 
 // Lets decay reach the caches of threads that have stopped calling their pools: each decay step
-// signals, with signal `signo`, every other thread whose cache of that pool holds buffers unused
-// since before the step before, and the handler, on that thread, gives the buffers' whole pages
+// signals, with signal `signo`, every other thread whose cache of that pool holds buffers of a
+// page or more, unused since before the step before, and the handler, on that thread, gives the buffers' whole pages
 // back to the system (the buffers themselves are freed at the thread's next call, or its exit).
 // A real-time signal the program leaves to sluice (SIGRTMIN to SIGRTMAX, with the default
 // disposition or sluice's): anything else throws std::invalid_argument, and only on Linux. 0, the

@@ -104,7 +104,8 @@ void ask_sleepers(pool_core& c, std::uint32_t step) noexcept {
     tc->for_each_magazine(
         [&](std::size_t, const magazine& m) {
           uses += m.takes.load(std::memory_order_relaxed) + m.retires.load(std::memory_order_relaxed);
-          held += m.count.load(std::memory_order_relaxed);
+          // Buffers below a page have no whole page to give: not worth a signal.
+          if (m.capacity >= page_bytes) held += m.count.load(std::memory_order_relaxed);
         },
         std::memory_order_acquire);
     if (uses != tc->quiet_uses) {  // used since the last step: in the step before this one
