@@ -735,18 +735,19 @@ TEST_CASE("with a decay signal, a sleeping thread's cache gives its pages back, 
   CHECK(p.released_idle_bytes() == 0);
   CHECK(p.decay(t + 61min));  // unused since before step 1: the thread is asked
   REQUIRE(eventually([&] { return p.released_idle_bytes() > 0; }));
-  // What the thread's cache holds stays retained, without its pages: a 64 KiB buffer has 15 or
-  // 16 whole pages. The step freed what the cache had moved to the shared stack (decayed).
+  // What the thread's cache holds stays retained, all but its magazine's top buffer without its
+  // pages: a 64 KiB buffer has 15 or 16 whole pages. The step freed what the cache had moved to
+  // the shared stack (decayed).
   const std::size_t cached = p.retained();
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  CHECK(cached > 0);
+  CHECK(cached > 1);
   CHECK(cached + row_for(p.class_stats(), size).decayed == 8);
-  CHECK(p.released_idle_bytes() >= cached * (size - page));
-  CHECK(p.released_idle_bytes() <= cached * size);
+  CHECK(p.released_idle_bytes() >= (cached - 1) * (size - page));
+  CHECK(p.released_idle_bytes() <= (cached - 1) * size);
   if (!sluice_test::emulated) {  // an emulator may keep pages it was told it could drop
     std::size_t gone = 0;
     for (const std::byte* b : kept) gone += pages_gone(b, size) ? 1 : 0;
-    CHECK(gone >= cached);
+    CHECK(gone >= cached - 1);
   }
   const std::uint64_t released = p.released_idle_bytes();
   CHECK(p.decay(t + 91min));  // still asleep, already asked: not again
@@ -757,6 +758,49 @@ TEST_CASE("with a decay signal, a sleeping thread's cache gives its pages back, 
   CHECK(p.released_idle_bytes() == released);
   CHECK(p.retained() == 8);  // the exit put the cache's buffers on the shared stack
   check_rows_sum_to_totals(p);
+  sluice::set_decay_signal(0);
+}
+
+TEST_CASE("a decay signal delivered late, after its thread used its cache again, gives nothing back") {
+  // Review: a thread that blocked the signal woke, used its cache, then unblocked it; the handler
+  // gave back the pages of what it had just retired, and takes answered zeros.
+  constexpr std::size_t size = 64 << 10;
+  sluice::set_decay_signal(test_decay_signal());
+  sluice::pool p{pool_options{.bound = 1024, .decay = 1h}};
+  channel<int> to_thread{1}, from_thread{1};
+  std::thread other([&] {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, test_decay_signal());
+    REQUIRE(pthread_sigmask(SIG_BLOCK, &mask, nullptr) == 0);
+    std::vector<buffer> held;
+    for (int i = 0; i < 8; ++i) held.push_back(p.acquire(size));
+    for (auto& b : held) p.retire(std::move(b));
+    from_thread.push(0);
+    to_thread.pop();  // asked meanwhile; the request waits, blocked
+    held.clear();
+    for (int i = 0; i < 8; ++i) {
+      held.push_back(p.acquire(size));
+      fill(std::span(held.back().data(), size), 0xCD);
+    }
+    for (auto& b : held) p.retire(std::move(b));
+    held.clear();
+    REQUIRE(pthread_sigmask(SIG_UNBLOCK, &mask, nullptr) == 0);  // the handler runs here
+    for (buffer b = p.take(size); b; b = p.take(size)) {
+      CHECK(first_difference(std::span(b.data(), size), 0xCD) == size);
+      held.push_back(std::move(b));
+    }
+    CHECK(held.size() == 8);
+    from_thread.push(0);
+  });
+  from_thread.pop();
+  const auto t = decay_clock::now();
+  CHECK(p.decay(t + 31min));
+  CHECK(p.decay(t + 61min));  // asks it
+  to_thread.push(0);
+  from_thread.pop();
+  other.join();
+  CHECK(p.released_idle_bytes() == 0);
   sluice::set_decay_signal(0);
 }
 

@@ -126,12 +126,13 @@ class pool {
 
 // Lets decay reach the caches of threads that have stopped calling their pools: each decay step
 // signals, with signal `signo`, every other thread whose cache of that pool holds buffers of a
-// page or more, unused since before the step before, and the handler, on that thread, gives the buffers' whole pages
-// back to the system (the buffers themselves are freed at the thread's next call, or its exit).
-// A real-time signal the program leaves to sluice (SIGRTMIN to SIGRTMAX, with the default
-// disposition or sluice's): anything else throws std::invalid_argument, and only on Linux. 0, the
-// default: no signals. Process-wide; a thread that blocks the signal keeps its pages until it
-// unblocks it. docs/pool.md, DECAY, has the rule and what it costs.
+// page or more, unused since before the step before, and the handler, on that thread, gives back
+// the whole pages of all but each magazine's newest buffer (the buffers themselves are freed at
+// the thread's next call, or its exit). A real-time signal the program leaves to sluice for good
+// (SIGRTMIN to SIGRTMAX, with the default disposition or sluice's handler, which then stays):
+// anything else throws std::invalid_argument, as does any signal off Linux or under arm64's
+// memory tagging. 0, the default: no more requests. Process-wide. docs/pool.md, DECAY, has the
+// rule and what a program accepts with it (EINTR from system calls not restarted, among others).
 void set_decay_signal(int signo);
 
 // pool's twin over one std::mutex, call for call: the baseline and the tests' reference model.

@@ -274,15 +274,21 @@ struct cache {
   std::unique_ptr<use_seen[]> seen;
   std::uint32_t synced_step = 0;
   // A sleeping thread's pages (sleepers.cpp): the thread a thread cache belongs to (set before
-  // the cache enters the registry); the magazines' uses as the decay steps last saw them and the
-  // step before the one that saw them move (the steps', under decay_mutex and admin_mutex); the
-  // uses when its thread's handler last gave back the pages (the handler writes, the steps read);
-  // and the request, release_idle/asked/running/closed.
+  // the cache enters the registry); the magazines' uses as the decay steps last saw them, the
+  // step before the one that saw them move, and whether this step asks (the steps', under
+  // decay_mutex and admin_mutex); the uses and the step of the request (the step writes before it
+  // asks, the handler reads); the uses when its thread's handler last gave back the pages (the
+  // handler writes, the steps read); and the request, release_idle/asked/running/closed: a plain
+  // std::atomic, outside the model checkers' seam, for close_release's futex (they model no
+  // signal).
   pthread_t thread{};
   std::uint64_t quiet_uses = 0;
   std::uint32_t quiet_since = 0;
+  bool ask_now = false;
+  detail::atomic<std::uint64_t> asked_uses{0};
+  detail::atomic<std::uint32_t> asked_step{0};
   detail::atomic<std::uint64_t> released_uses{~std::uint64_t{0}};
-  detail::atomic<std::uint32_t> release{0};
+  std::atomic<std::uint32_t> release{0};
   counters counts;
   const std::size_t class_rows_count;   // the core's classes, and the row above the ceiling
   cache* prev = nullptr;                // the core's registry, under admin_mutex
@@ -648,13 +654,18 @@ inline constexpr std::uint32_t release_closed = 3;   // the pool is gone: never 
 // as zeros afterwards. Answers how many bytes it gave. Async-signal-safe.
 std::size_t give_back_pages(std::byte* p, std::size_t n) noexcept;
 
-// A decay step's last part: asks each other thread whose cache of the pool holds buffers unused
-// since before the step before `step` to give back their pages, by the signal set with
-// set_decay_signal; nothing when none is set. Under decay_mutex.
+// A decay step's two parts for the sleepers, with the signal set with set_decay_signal (nothing
+// when none is set), under decay_mutex: before the step restamps the state word, note which other
+// threads' caches of the pool hold buffers unused since before the step before `step`; after it,
+// ask those threads to give back their pages. Read before the restamp, a use seen is one made
+// before step `step` began; asked after it, a thread's next call catches up with the step.
+void note_sleepers(pool_core& c, std::uint32_t step) noexcept;
 void ask_sleepers(pool_core& c, std::uint32_t step) noexcept;
 
 // ~pool's: no handler reads tc from here on, and none still does (waits for one that runs).
 void close_release(cache& tc) noexcept;
+// The handler's last step: the request is over (wakes a close_release that waits).
+void end_release(cache& tc) noexcept;
 
 // The handler's work, on the signalled thread: if `target` is one of this thread's caches, asked,
 // and the thread is outside the general path, gives back the whole pages of the buffers its

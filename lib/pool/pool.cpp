@@ -1178,11 +1178,12 @@ bool pool::decay(std::chrono::steady_clock::time_point now) noexcept {
     if (!c.off_class_nonempty[cls].load(std::memory_order_relaxed)) continue;
     free_shelved(k, cls, [cls, step](detail::shelves& s) { return s.free_stale_of(cls, step); }, &class_counts::decayed);
   }
+  detail::note_sleepers(c, step);  // with a decay signal set: the other threads' caches at rest
   // release: the step's number (begin(), relaxed) to the caches that read this word (read_view).
   restamp(c, [](std::uint64_t w) { return w; }, std::memory_order_release);
   detail::catch_up_free_cpu_caches(c);
   catch_up_own(c);
-  detail::ask_sleepers(c, step);  // with a decay signal set: the other threads' caches at rest
+  detail::ask_sleepers(c, step);
   // Relaxed: a sum; a free counted late is returned at the next step.
   if (const std::uint64_t freed = c.decayed_bytes.load(std::memory_order_relaxed); freed != c.decayed_bytes_returned) {
     c.decayed_bytes_returned = freed;

@@ -219,11 +219,20 @@ void give_back(cache* tc) noexcept {
 // Runs in a signal handler, on the thread that owns the caches it reads: it interrupts that
 // thread between any two instructions, so what it reads is the thread's own writes, as the
 // signal fences order them. Outside the general path the thread's caches change only on the
-// inline paths, which move a magazine's count and items and never free a magazine; there a
-// buffer below the count read is retained, or being answered to a take that has not yet touched
-// it, or retired by a caller done with it (sluice/detail/pool_cache.hpp): its bytes are nobody's,
-// and MADV_DONTNEED leaves it valid memory that reads as zeros and gets pages again when written.
-// Only madvise (async-signal-safe) and lock-free atomics here.
+// inline paths, which move a magazine's count and items and never free a magazine.
+//
+// What it may drop, and why no take answers a buffer without its pages:
+// - only a request still current: the cache's uses are those the step saw (no take or retire
+//   since; one at a stale view of the state word shows here), and the cache has not caught up
+//   with the asking step (its thread made no general call since the step restamped the word).
+//   Then every magazine sat unused since before the step before, by the rule its thread's
+//   catch-up applies (decay_magazines), so the catch-up frees all this reaches;
+// - the thread's next call after this handler catches up: the step restamped the word before it
+//   signalled, and the kernel orders the signal's delivery, and all that follows it, after that;
+// - a take or retire this interrupts may be answering, or have just kept, its magazine's top
+//   buffer: left alone. Below it, a buffer is retained, unused since before the step before.
+// MADV_DONTNEED leaves it valid memory that reads as zeros and gets pages again when written.
+// Only madvise, futex and lock-free atomics here (async-signal-safe).
 void release_idle_pages(const void* target) noexcept {
   thread_caches& me = this_thread();
   for (cache* tc = me.caches; tc != nullptr; tc = tc->next_of_thread) {
@@ -234,21 +243,28 @@ void release_idle_pages(const void* target) noexcept {
       tc->release.compare_exchange_strong(asked, release_idle, std::memory_order_relaxed);
       return;
     }
-    // Relaxed: what this reads is its own thread's; (W) below orders the pages with ~pool.
+    // Relaxed: what this reads is its own thread's, and the step's request fields, which only
+    // decide whether it gives back (end_release's (W) orders the pages with ~pool).
     if (!tc->release.compare_exchange_strong(asked, release_running, std::memory_order_relaxed)) return;
-    std::uint64_t uses = 0, bytes = 0;
-    tc->for_each_magazine([&](std::size_t, magazine& m) {
+    std::uint64_t uses = 0;
+    tc->for_each_magazine([&](std::size_t, const magazine& m) {
       uses += m.takes.load(std::memory_order_relaxed) + m.retires.load(std::memory_order_relaxed);
-      const std::uint64_t n = m.count.load(std::memory_order_relaxed);
-      for (std::uint64_t i = 0; i < n; ++i) bytes += give_back_pages(m.items[i], m.capacity);
     });
-    // Relaxed: a hint for the steps (a stale one asks once more, or once less until the next use).
-    tc->released_uses.store(uses, std::memory_order_relaxed);
-    // Relaxed: a sum (released_idle_bytes()); the cache keeps the core alive.
-    tc->core.released_idle_bytes.fetch_add(bytes, std::memory_order_relaxed);
-    // (W) release: pairs with close_release's acquire, so that ~pool frees these buffers only
-    // after their madvise returned.
-    tc->release.store(release_idle, std::memory_order_release);
+    const std::uint32_t step = tc->asked_step.load(std::memory_order_relaxed);
+    const bool current = uses == tc->asked_uses.load(std::memory_order_relaxed) &&
+                         static_cast<std::int32_t>(step - tc->synced_step) > 0;
+    std::uint64_t bytes = 0;
+    if (current) {
+      tc->for_each_magazine([&](std::size_t, magazine& m) {
+        const std::uint64_t n = m.count.load(std::memory_order_relaxed);
+        for (std::uint64_t i = 0; i + 1 < n; ++i) bytes += give_back_pages(m.items[i], m.capacity);
+      });
+      // Relaxed: a hint for the steps (not asked again until the cache is used).
+      tc->released_uses.store(uses, std::memory_order_relaxed);
+      // Relaxed: a sum (released_idle_bytes()); the cache keeps the core alive.
+      tc->core.released_idle_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    }
+    end_release(*tc);
     return;
   }
 }
