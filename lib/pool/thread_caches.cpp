@@ -224,9 +224,9 @@ void give_back(cache* tc) noexcept {
 // What it may drop, and why no take answers a buffer without its pages:
 // - only a request still current: the cache's uses are those the step saw (no take or retire
 //   since; one at a stale view of the state word shows here), and the cache has not caught up
-//   with the asking step (its thread made no general call since the step restamped the word).
-//   Then every magazine sat unused since before the step before, by the rule its thread's
-//   catch-up applies (decay_magazines), so the catch-up frees all this reaches;
+//   with the asking step (its thread made no general call since the step restamped the word);
+// - only magazines that its thread's next catch-up frees: stale by the rule that catch-up
+//   applies (decay_magazines), from the thread's own record, at the asking step or later;
 // - the thread's next call after this handler catches up: the step restamped the word before it
 //   signalled, and the kernel orders the signal's delivery, and all that follows it, after that;
 // - a take or retire this interrupts may be answering, or have just kept, its magazine's top
@@ -251,11 +251,16 @@ void release_idle_pages(const void* target) noexcept {
       uses += m.takes.load(std::memory_order_relaxed) + m.retires.load(std::memory_order_relaxed);
     });
     const std::uint32_t step = tc->asked_step.load(std::memory_order_relaxed);
-    const bool current = uses == tc->asked_uses.load(std::memory_order_relaxed) &&
+    const bool current = tc->seen && uses == tc->asked_uses.load(std::memory_order_relaxed) &&
                          static_cast<std::int32_t>(step - tc->synced_step) > 0;
     std::uint64_t bytes = 0;
     if (current) {
-      tc->for_each_magazine([&](std::size_t, magazine& m) {
+      tc->for_each_magazine([&](std::size_t cls, magazine& m) {
+        // What the thread's next catch-up, at step `step` or later, will find (decay_magazines):
+        // a magazine used since its last catch-up dates from that one; it is freed when stale.
+        const cache::use_seen& seen = tc->seen[cls];
+        const std::uint64_t used = m.takes.load(std::memory_order_relaxed) + m.retires.load(std::memory_order_relaxed);
+        if (!decay_schedule::stale(used != seen.uses ? tc->synced_step : seen.step, step)) return;
         const std::uint64_t n = m.count.load(std::memory_order_relaxed);
         for (std::uint64_t i = 0; i + 1 < n; ++i) bytes += give_back_pages(m.items[i], m.capacity);
       });
