@@ -125,8 +125,8 @@ class pool {
 };
 
 // Lets decay reach the caches of threads that have stopped calling their pools: each decay step
-// signals, with signal `signo`, every other thread whose cache of that pool holds buffers of a
-// page or more, unused since before the step before, and the handler, on that thread, gives back
+// signals, with signal `signo`, every other thread whose cache of that pool holds buffers of two
+// pages or more, unused since before the step before, and the handler, on that thread, gives back
 // the whole pages of all but each magazine's newest buffer (the buffers themselves are freed at
 // the thread's next call, or its exit). A real-time signal the program leaves to sluice for good
 // (SIGRTMIN to SIGRTMAX, with the default disposition or sluice's handler, which then stays):

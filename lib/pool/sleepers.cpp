@@ -118,9 +118,9 @@ void note_sleepers(pool_core& c, std::uint32_t step) noexcept {
         [&](std::size_t, const magazine& m) {
           uses += m.takes.load(std::memory_order_relaxed) + m.retires.load(std::memory_order_relaxed);
           // What the handler would reach: all but a magazine's top buffer (release_idle_pages),
-          // of a page or more (a smaller one has no whole page to give).
+          // of two pages or more (one under that may lie across a page's edge with none whole).
           const std::uint64_t n = m.count.load(std::memory_order_relaxed);
-          if (m.capacity >= page_bytes && n > 1) held += n - 1;
+          if (m.capacity >= 2 * page_bytes && n > 1) held += n - 1;
         },
         std::memory_order_acquire);
     if (uses != tc->quiet_uses) {  // used since the last look, before this step began
@@ -141,13 +141,17 @@ void ask_sleepers(pool_core& c, std::uint32_t step) noexcept {
   for (cache* tc = c.registry; tc != nullptr; tc = tc->next) {
     if (!tc->ask_now) continue;
     tc->ask_now = false;
-    // Relaxed, all three: the request is the step's and its thread's; the handler reads nothing
-    // else of the step's (its checks read its own thread's writes), and a request it reads late
-    // or not at all only gives back less.
+    // A request still queued keeps its fields (review: rewritten, an older signal's handler read
+    // the newer request's). Only this step (decay_mutex) moves the word from idle, so the fields
+    // written after this look are read by no handler before the CAS below.
+    if (tc->release.load(std::memory_order_relaxed) != release_idle) continue;
     tc->asked_uses.store(tc->quiet_uses, std::memory_order_relaxed);
     tc->asked_step.store(step, std::memory_order_relaxed);
     std::uint32_t idle = release_idle;
-    if (!tc->release.compare_exchange_strong(idle, release_asked, std::memory_order_relaxed)) continue;
+    // (Q) release: the fields above to the handler's acquire CAS.
+    if (!tc->release.compare_exchange_strong(idle, release_asked, std::memory_order_release, std::memory_order_relaxed)) {
+      continue;
+    }
     sigval value{};
     value.sival_ptr = tc;
     if (pthread_sigqueue(tc->thread, signo, value) != 0) tc->release.store(release_idle, std::memory_order_relaxed);
