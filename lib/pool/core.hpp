@@ -289,6 +289,10 @@ struct cache {
   detail::atomic<std::uint32_t> asked_step{0};
   detail::atomic<std::uint64_t> released_uses{~std::uint64_t{0}};
   std::atomic<std::uint32_t> release{0};
+  // Set by its thread's handler when it gave back pages here, cleared by the thread's next
+  // catch-up, which then frees all its magazines hold (catch_up in pool.cpp): volatile
+  // sig_atomic_t, written in a handler and read by the thread it interrupted.
+  volatile std::sig_atomic_t pages_given = 0;
   counters counts;
   const std::size_t class_rows_count;   // the core's classes, and the row above the ceiling
   cache* prev = nullptr;                // the core's registry, under admin_mutex

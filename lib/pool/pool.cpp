@@ -776,8 +776,9 @@ std::uint32_t flush(caller& k, std::size_t cls, magazine& m, std::uint32_t n) no
 // what each magazine holds that has sat unused since before the step before `step`. A magazine
 // whose takes and retires moved since the last catch-up was used in that catch-up's step: its
 // hits end at the next step's restamp, which sends its user here, and the general path's uses
-// come after a catch-up. Its spare places stay.
-void decay_magazines(caller& k, std::uint32_t step) noexcept {
+// come after a catch-up. Its spare places stay. `all`: every magazine's buffers go (a decay
+// signal's handler gave back their pages).
+void decay_magazines(caller& k, std::uint32_t step, bool all) noexcept {
   cache& tc = *k.tc;
   // Relaxed: the magazines' fields are their user's own writes (a CPU cache's: its previous
   // holders', ordered by its lock, L1 and L2 in cpu_caches.cpp).
@@ -789,7 +790,7 @@ void decay_magazines(caller& k, std::uint32_t step) noexcept {
       seen.step = tc.synced_step;
     }
     const auto count = static_cast<std::uint32_t>(m.count.load(std::memory_order_relaxed));
-    if (count == 0 || !decay_schedule::stale(seen.step, step)) return;
+    if (count == 0 || (!all && !decay_schedule::stale(seen.step, step))) return;
     free_held(k, cls, m.items, count, &class_counts::decayed);  // their places with them
     m.count.store(0, std::memory_order_relaxed);
     set_owned(tc, m, static_cast<std::uint32_t>(m.owned.load(std::memory_order_relaxed)) - count);
@@ -819,11 +820,16 @@ void empty_cache(caller& k, bool keep) noexcept {
 // again, since an off-class shelving may be why the word moved.
 void catch_up(core& c, cache& tc, const view& now) noexcept {
   caller k{c, &tc, now.state};
+  // A decay signal's handler gave back pages here since the last catch-up (sleepers.cpp): what
+  // the magazines hold goes, whatever its stamps say (review: a thread asleep for a multiple of
+  // 2^32 steps had stamps that looked fresh, and its takes read zeros).
+  const bool given = tc.pages_given != 0;
+  tc.pages_given = 0;
   if (trimming_in(now.state) || now.generation != tc.synced_generation || !enabled_in(now.state)) {
     empty_cache(k, /*keep=*/false);
     shrink(tc);  // a trim takes back what caches grew to, as the memory they held
-  } else if (tc.seen && now.step != tc.synced_step) {
-    decay_magazines(k, now.step);
+  } else if (tc.seen && (now.step != tc.synced_step || given)) {
+    decay_magazines(k, now.step, given);
   }
   tc.synced_state = now.state;
   tc.synced_generation = now.generation;
@@ -852,7 +858,7 @@ view read_view(core& c) noexcept {
 
 std::uint64_t bring_up_to_date(core& c, cache& tc) noexcept {
   const std::uint64_t state = c.state.load(std::memory_order_acquire);  // (F'), as read_view
-  if (state == tc.synced_state) return state;
+  if (state == tc.synced_state && tc.pages_given == 0) return state;
   const view now = read_view(c);
   catch_up(c, tc, now);
   return now.state;

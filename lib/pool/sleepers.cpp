@@ -141,6 +141,9 @@ void ask_sleepers(pool_core& c, std::uint32_t step) noexcept {
   for (cache* tc = c.registry; tc != nullptr; tc = tc->next) {
     if (!tc->ask_now) continue;
     tc->ask_now = false;
+    // Given back since the look (its thread exited while a trim held the cache pinned, with
+    // admin_mutex let go): its thread may be gone (review).
+    if (tc->given_back) continue;
     // A request still queued keeps its fields (review: rewritten, an older signal's handler read
     // the newer request's). Only this step (decay_mutex) moves the word from idle, so the fields
     // written after this look are read by no handler before the CAS below.

@@ -228,9 +228,13 @@ void give_back(cache* tc) noexcept {
 //   came before the step before the asking one. Its next catch-up (at the asking step or later)
 //   then finds every magazine stale by its own rule (decay_magazines: a magazine dates from its
 //   last catch-up at the latest, even one whose take or retire this handler interrupted before
-//   its count of uses moved), and frees all this reaches. (Review: with "before the asking step"
-//   instead, a catch-up one step back kept magazines whose pages were gone, and takes read
-//   zeros, in 261 of 157,040 takes of a stress program);
+//   its count of uses moved). (Review: with "before the asking step" instead, a catch-up one
+//   step back kept magazines whose pages were gone, and takes read zeros, in 261 of 157,040
+//   takes of a stress program);
+// - and the next catch-up frees all it holds whatever their stamps say: the handler marks the
+//   cache (pages_given), which sends the thread's next general call through a catch-up even at
+//   an unchanged word, and that catch-up frees every magazine's buffers (review: a thread asleep
+//   for a multiple of 2^32 steps had stamps that looked fresh, and takes read zeros);
 // - the thread's next call after this handler catches up: the step restamped the word before it
 //   signalled, and the kernel orders the signal's delivery, and all that follows it, after that;
 // - a take or retire this interrupts may be answering, or have just kept, its magazine's top
@@ -263,6 +267,7 @@ void release_idle_pages(const void* target) noexcept {
         const std::uint64_t n = m.count.load(std::memory_order_relaxed);
         for (std::uint64_t i = 0; i + 1 < n; ++i) bytes += give_back_pages(m.items[i], m.capacity);
       });
+      tc->pages_given = 1;  // its next catch-up frees what the magazines hold, stamps aside
       // Relaxed: a hint for the steps (not asked again until the cache is used).
       tc->released_uses.store(uses, std::memory_order_relaxed);
       // Relaxed: a sum (released_idle_bytes()); the cache keeps the core alive.
